@@ -1,0 +1,6 @@
+#!/bin/sh
+# Generate configure and Makefile.in (needs autoconf, automake, libtool,
+# autoconf-archive and pkg-config).
+set -e
+cd "$(dirname "$0")"
+exec autoreconf -fi

@@ -1,0 +1,4 @@
+#include "base/common.h"
+#include "ductile/ductile.h"
+
+extern "C" DUCTILE_EXPORT const char* ductile_version(void) { return PACKAGE_VERSION; }

@@ -1,0 +1,72 @@
+// Compiler attributes, always-on checks and debug assertions, page arithmetic.
+// Every other header includes this one; it includes nothing of ours.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "config.h"
+
+#define DUCTILE_LIKELY(x) __builtin_expect(!!(x), 1)
+#define DUCTILE_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define DUCTILE_NOINLINE __attribute__((noinline))
+#define DUCTILE_ALWAYS_INLINE inline __attribute__((always_inline))
+#define DUCTILE_EXPORT __attribute__((visibility("default")))
+
+namespace ductile {
+
+// Build options as constants the compiler always sees, so debug-only code is
+// type-checked in every build and cannot rot behind #ifdef.
+#ifdef DUCTILE_DEBUG
+inline constexpr bool kDebug = true;
+#else
+inline constexpr bool kDebug = false;
+#endif
+#ifdef DUCTILE_STATS
+inline constexpr bool kStats = true;
+#else
+inline constexpr bool kStats = false;
+#endif
+
+// Writes a message to stderr with write(2) and aborts. Never allocates.
+[[noreturn]] void fatal(const char* msg) noexcept;
+// Writes a one-line warning to stderr with write(2). Never allocates.
+void warn(const char* msg) noexcept;
+
+}  // namespace ductile
+
+// Always-on check: for invariants whose violation would corrupt memory.
+#define DUCTILE_CHECK(cond)                                               \
+  do {                                                                    \
+    if (DUCTILE_UNLIKELY(!(cond)))                                        \
+      ::ductile::fatal(__FILE__ ":" DUCTILE_STR(__LINE__) ": check failed: " #cond); \
+  } while (0)
+// Debug-only assertion (--enable-debug); compiled but not evaluated otherwise.
+#define DUCTILE_ASSERT(cond)                                              \
+  do {                                                                    \
+    if (::ductile::kDebug && DUCTILE_UNLIKELY(!(cond)))                   \
+      ::ductile::fatal(__FILE__ ":" DUCTILE_STR(__LINE__) ": assertion failed: " #cond); \
+  } while (0)
+#define DUCTILE_STR2(x) #x
+#define DUCTILE_STR(x) DUCTILE_STR2(x)
+
+namespace ductile {
+
+// 4 KiB base pages: checked against sysconf(_SC_PAGESIZE) at start-up.
+inline constexpr size_t kPageShift = 12;
+inline constexpr size_t kPage = size_t{1} << kPageShift;
+// The transparent huge page size on x86-64 and arm64 with 4 KiB pages.
+inline constexpr size_t kHugePageShift = 21;
+inline constexpr size_t kHugePage = size_t{1} << kHugePageShift;
+
+constexpr bool is_pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
+// Round up to a multiple of a power of two; returns 0 on overflow.
+constexpr size_t align_up(size_t x, size_t a) {
+  return x > SIZE_MAX - (a - 1) ? 0 : (x + a - 1) & ~(a - 1);
+}
+constexpr uintptr_t align_down(uintptr_t x, size_t a) { return x & ~(uintptr_t{a} - 1); }
+constexpr bool is_aligned(uintptr_t x, size_t a) { return (x & (a - 1)) == 0; }
+inline uintptr_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+inline void* ptr(uintptr_t a) { return reinterpret_cast<void*>(a); }
+
+}  // namespace ductile

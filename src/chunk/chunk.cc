@@ -1,0 +1,464 @@
+#include "chunk/chunk.h"
+
+#include <sys/auxv.h>
+
+#include <atomic>
+#include <cstring>
+#include <new>
+
+namespace ductile::chunk {
+
+namespace {
+constexpr uintptr_t kHintBase = uintptr_t{2} << 40;  // 2 TiB
+constexpr uintptr_t kHintSpread = uintptr_t{1} << 40;  // + up to 1 TiB of randomness
+// Hints tried before falling back to letting the kernel choose the address.
+constexpr int kHintTries = 4;
+
+// Where the next reservation is tried, shared by every chunk layer in the
+// process (the global one, and those that tests make) so they do not keep
+// colliding at the same hint.
+std::atomic<uintptr_t> g_cursor{0};
+
+uintptr_t random_hint() {
+  // AT_RANDOM: 16 random bytes the kernel gives every process; reading them
+  // costs neither a system call nor an allocation.
+  uint64_t r = 0;
+  if (auto* bytes = reinterpret_cast<const unsigned char*>(getauxval(AT_RANDOM)))
+    std::memcpy(&r, bytes + 8, sizeof r);
+  return kHintBase + align_down(r % kHintSpread, kHugePage);
+}
+
+bool valid_size(size_t size) { return size != 0 && is_aligned(size, kPage); }
+}  // namespace
+
+ChunkLayer::ChunkLayer(os::Os& os, Clock& clock, const Options& options) noexcept
+    : os_(os), clock_(clock), options_(options), meta_(os), page_map_(meta_) {
+  if (options_.first_hint != 0) {
+    own_cursor_ = align_up(options_.first_hint, kHugePage);
+  } else {
+    uintptr_t expected = 0;
+    g_cursor.compare_exchange_strong(expected, random_hint(), std::memory_order_relaxed);
+  }
+  if (options_.reservation < kHugePage) options_.reservation = kHugePage;
+  options_.reservation = align_up(options_.reservation, kHugePage);
+}
+
+uintptr_t ChunkLayer::cursor() const noexcept {
+  return own_cursor_ ? own_cursor_ : g_cursor.load(std::memory_order_relaxed);
+}
+
+void ChunkLayer::advance_cursor(uintptr_t to) noexcept {
+  if (own_cursor_) {
+    if (to > own_cursor_) own_cursor_ = to;
+    return;
+  }
+  uintptr_t cur = g_cursor.load(std::memory_order_relaxed);
+  while (to > cur && !g_cursor.compare_exchange_weak(cur, to, std::memory_order_relaxed)) {
+  }
+}
+
+Extent* ChunkLayer::new_extent(uintptr_t base, size_t size, ExtentState state, bool committed) noexcept {
+  Extent* e = spare_;
+  if (e != nullptr) {
+    spare_ = e->next;
+  } else {
+    void* mem = meta_.alloc(sizeof(Extent), alignof(Extent));
+    if (mem == nullptr) return nullptr;
+    e = static_cast<Extent*>(mem);
+  }
+  new (e) Extent();
+  e->base = base;
+  e->size = size;
+  e->state = state;
+  e->committed = committed;
+  return e;
+}
+
+void ChunkLayer::recycle(Extent* e) noexcept {
+  e->base = e->size = 0;
+  e->next = spare_;
+  spare_ = e;
+}
+
+void ChunkLayer::clear_interior(Extent* e) noexcept {
+  if (!e->interior_mapped) return;
+  // The nodes exist (the range was mapped before), so this cannot fail.
+  if (e->size > 2 * kPage) (void)page_map_.set_range(e->base + kPage, e->size - 2 * kPage, nullptr);
+  e->interior_mapped = false;
+}
+
+void ChunkLayer::insert_free(Extent* e, ExtentState state) noexcept {
+  DUCTILE_ASSERT(state == ExtentState::kDirty || state == ExtentState::kClean);
+  ExtentSet& set = set_for(state);
+  if (e->base >= kPage) {
+    Extent* left = page_map_.lookup(e->base - kPage);
+    if (left != nullptr && left != e && left->state == state && left->end() == e->base &&
+        left->committed == e->committed) {
+      set.remove(left);
+      // The old boundary between them is interior now: point it at the survivor.
+      (void)page_map_.set_range(e->base - kPage, kPage, e);
+      e->base = left->base;
+      e->size += left->size;
+      if (left->freed_ns > e->freed_ns) e->freed_ns = left->freed_ns;
+      recycle(left);
+    }
+  }
+  Extent* right = page_map_.lookup(e->end());
+  if (right != nullptr && right != e && right->state == state && right->base == e->end() &&
+      right->committed == e->committed) {
+    set.remove(right);
+    (void)page_map_.set_range(right->base, kPage, e);
+    e->size += right->size;
+    if (right->freed_ns > e->freed_ns) e->freed_ns = right->freed_ns;
+    recycle(right);
+  }
+  e->state = state;
+  e->owner = nullptr;
+  (void)page_map_.set_boundaries(e);  // nodes exist since the range was reserved
+  set.insert(e);
+}
+
+Extent* ChunkLayer::carve(Extent* e, uintptr_t start, size_t size) noexcept {
+  ExtentState state = e->state;
+  Extent* head = nullptr;
+  Extent* tail = nullptr;
+  if (start > e->base) {
+    head = new_extent(e->base, start - e->base, state, e->committed);
+    if (head == nullptr) {
+      insert_free(e, state);
+      return nullptr;
+    }
+  }
+  if (start + size < e->end()) {
+    tail = new_extent(start + size, e->end() - (start + size), state, e->committed);
+    if (tail == nullptr) {
+      if (head) recycle(head);
+      insert_free(e, state);
+      return nullptr;
+    }
+  }
+  if (head) {
+    head->freed_ns = e->freed_ns;
+    (void)page_map_.set_boundaries(head);
+    set_for(state).insert(head);
+  }
+  if (tail) {
+    tail->freed_ns = e->freed_ns;
+    (void)page_map_.set_boundaries(tail);
+    set_for(state).insert(tail);
+  }
+  e->base = start;
+  e->size = size;
+  return e;
+}
+
+bool ChunkLayer::commit_carved(Extent* e, size_t commit) noexcept {
+  if (e->committed) return true;
+  size_t n = commit < e->size ? align_up(commit, kPage) : e->size;
+  if (n == 0) return true;
+  if (!os_.commit(ptr(e->base), n)) return false;
+  if (n < e->size) {
+    // Only a prefix is committed: the rest goes back as uncommitted space.
+    Extent* rest = new_extent(e->base + n, e->size - n, ExtentState::kClean, false);
+    if (rest == nullptr) {
+      e->committed = true;  // keep the whole extent; the tail is simply not used yet
+      return true;
+    }
+    e->size = n;
+    insert_free(rest, ExtentState::kClean);
+  }
+  e->committed = true;
+  return true;
+}
+
+bool ChunkLayer::reserve_more(size_t size, size_t align) noexcept {
+  size_t extra = align > kHugePage ? align : 0;
+  size_t want = align_up(size, kHugePage);
+  if (want == 0 || want + extra < want) return false;
+  want += extra;
+  size_t res = want > options_.reservation ? want : options_.reservation;
+  size_t hint_align = align > kHugePage ? align : kHugePage;
+
+  uintptr_t base = 0;
+  for (int i = 0; i < kHintTries && base == 0; i++) {
+    uintptr_t hint = align_up(cursor(), hint_align);
+    if (hint == 0 || !PageMap::in_range(hint + res)) break;
+    os::MapStatus st = os_.reserve_at(ptr(hint), res);
+    if (st == os::MapStatus::kMapped) base = hint;
+    else if (st == os::MapStatus::kFailed) return false;
+    advance_cursor(hint + res);  // taken now, or occupied: the next try goes past it
+  }
+  if (base == 0) {
+    // Every hint was taken: let the kernel place it, over-sized so that an
+    // aligned piece fits, and give the ends back.
+    size_t over = res + hint_align;
+    void* p = os_.reserve(over);
+    if (p == nullptr) return false;
+    base = align_up(addr(p), hint_align);
+    if (base > addr(p)) (void)os_.unmap(p, base - addr(p));
+    if (addr(p) + over > base + res) (void)os_.unmap(ptr(base + res), addr(p) + over - (base + res));
+  }
+  if (!page_map_.ensure(base, res)) {
+    (void)os_.unmap(ptr(base), res);
+    return false;
+  }
+  Extent* e = new_extent(base, res, ExtentState::kClean, !os_.features().strict_overcommit);
+  if (e == nullptr) {
+    (void)os_.unmap(ptr(base), res);
+    return false;
+  }
+  stats_.reserved += res;
+  stats_.reservations++;
+  insert_free(e, ExtentState::kClean);
+  return true;
+}
+
+Allocation ChunkLayer::alloc(size_t size, size_t align, size_t commit) noexcept {
+  if (!valid_size(size) || !is_pow2(align) || align < kPage) return {};
+  maybe_decay();
+  LockGuard g(lock_);
+  Extent* e = dirty_.find(size, align);
+  if (e == nullptr) e = clean_.find(size, align);
+  if (e == nullptr) {
+    if (!reserve_more(size, align)) return {};
+    e = clean_.find(size, align);
+    if (e == nullptr) return {};
+  }
+  bool zeroed = e->state == ExtentState::kClean;
+  set_for(e->state).remove(e);
+  uintptr_t start = align_up(e->base, align);
+  e = carve(e, start, size);
+  if (e == nullptr) return {};
+  if (!commit_carved(e, commit)) {
+    insert_free(e, ExtentState::kClean);
+    return {};
+  }
+  e->state = ExtentState::kActive;
+  (void)page_map_.set_boundaries(e);
+  stats_.active += e->size;
+  stats_.allocs++;
+  return {e, zeroed};
+}
+
+Allocation ChunkLayer::alloc_at(uintptr_t a, size_t size) noexcept {
+  if (!valid_size(size) || !is_aligned(a, kPage) || a + size < a) return {};
+  LockGuard g(lock_);
+  Extent* e = page_map_.lookup(a);
+  if (e == nullptr || e->base != a || e->size < size ||
+      (e->state != ExtentState::kDirty && e->state != ExtentState::kClean)) {
+    stats_.alloc_at_refusals++;
+    return {};
+  }
+  bool zeroed = e->state == ExtentState::kClean;
+  set_for(e->state).remove(e);
+  e = carve(e, a, size);
+  if (e == nullptr || !commit_carved(e, SIZE_MAX)) {
+    if (e) insert_free(e, ExtentState::kClean);
+    stats_.alloc_at_refusals++;
+    return {};
+  }
+  e->state = ExtentState::kActive;
+  (void)page_map_.set_boundaries(e);
+  stats_.active += e->size;
+  stats_.allocs++;
+  stats_.alloc_at_hits++;
+  return {e, zeroed};
+}
+
+GrowResult ChunkLayer::grow(Extent* e, size_t new_size, bool may_map) noexcept {
+  if (e == nullptr || e->state != ExtentState::kActive || !valid_size(new_size) || new_size <= e->size)
+    return {};
+  size_t need = new_size - e->size;
+  uintptr_t a = e->end();
+  if (a + need < a || !PageMap::in_range(a + need)) return {};
+  LockGuard g(lock_);
+  Extent* n = page_map_.lookup(a);
+  if (n != nullptr) {
+    if (n->base != a || n->size < need ||
+        (n->state != ExtentState::kDirty && n->state != ExtentState::kClean)) {
+      stats_.alloc_at_refusals++;
+      return {};
+    }
+    bool zeroed = n->state == ExtentState::kClean;
+    set_for(n->state).remove(n);
+    n = carve(n, a, need);
+    if (n == nullptr) return {};
+    if (!commit_carved(n, SIZE_MAX)) {
+      insert_free(n, ExtentState::kClean);
+      return {};
+    }
+    (void)page_map_.set_range(a, kPage, e);  // old boundary page, interior now
+    bool interior = e->interior_mapped;
+    e->size = new_size;
+    recycle(n);
+    if (interior) (void)page_map_.set_range(a, need, e);
+    (void)page_map_.set_boundaries(e);
+    stats_.active += need;
+    stats_.alloc_at_hits++;
+    return {GrowPath::kNeighbour, zeroed};
+  }
+  if (!may_map) return {};
+  // Not ours: map fresh space exactly there, in whole huge pages so the next
+  // growth finds a free neighbour.
+  size_t map = align_up(need, kHugePage);
+  if (map == 0 || a + map < a || !PageMap::in_range(a + map)) return {};
+  if (!page_map_.ensure(a, map)) return {};
+  if (os_.reserve_at(ptr(a), map) != os::MapStatus::kMapped) return {};
+  bool strict = os_.features().strict_overcommit;
+  Extent* rest = nullptr;
+  if (map > need) {
+    rest = new_extent(a + need, map - need, ExtentState::kClean, !strict);
+    if (rest == nullptr) {
+      (void)os_.unmap(ptr(a), map);
+      return {};
+    }
+  }
+  if (strict && !os_.commit(ptr(a), need)) {
+    if (rest) recycle(rest);
+    (void)os_.unmap(ptr(a), map);
+    return {};
+  }
+  stats_.reserved += map;
+  stats_.reservations++;
+  advance_cursor(a + map);
+  e->size = new_size;
+  if (e->interior_mapped) (void)page_map_.set_range(a, need, e);
+  (void)page_map_.set_boundaries(e);
+  if (rest) insert_free(rest, ExtentState::kClean);
+  stats_.active += need;
+  return {GrowPath::kMapped, true};
+}
+
+bool ChunkLayer::shrink(Extent* e, size_t new_size) noexcept {
+  if (e == nullptr || e->state != ExtentState::kActive || !valid_size(new_size) || new_size >= e->size)
+    return false;
+  LockGuard g(lock_);
+  Extent* tail = new_extent(e->base + new_size, e->size - new_size, ExtentState::kActive, e->committed);
+  if (tail == nullptr) return false;
+  if (e->interior_mapped) (void)page_map_.set_range(tail->base, tail->size, nullptr);
+  e->size = new_size;
+  (void)page_map_.set_boundaries(e);
+  stats_.active -= tail->size;
+  tail->freed_ns = clock_.now_ns();
+  insert_free(tail, ExtentState::kDirty);
+  return true;
+}
+
+void ChunkLayer::free(Extent* e, size_t committed) noexcept {
+  DUCTILE_CHECK(e != nullptr && e->state == ExtentState::kActive);
+  uint64_t now = clock_.now_ns();
+  {
+    LockGuard g(lock_);
+    stats_.active -= e->size;
+    stats_.frees++;
+    clear_interior(e);
+    if (os_.features().strict_overcommit && committed < e->size) {
+      size_t n = align_up(committed, kPage);
+      Extent* rest = n < e->size ? new_extent(e->base + n, e->size - n, ExtentState::kActive, false) : nullptr;
+      if (rest != nullptr) {
+        e->size = n;
+        insert_free(rest, ExtentState::kClean);
+      }
+    }
+    e->freed_ns = now;
+    if (e->size == 0) recycle(e);
+    else insert_free(e, ExtentState::kDirty);
+  }
+  maybe_decay();
+}
+
+void ChunkLayer::forget(Extent* e) noexcept {
+  DUCTILE_CHECK(e != nullptr && e->state == ExtentState::kActive);
+  LockGuard g(lock_);
+  clear_interior(e);
+  (void)page_map_.set_range(e->base, kPage, nullptr);
+  (void)page_map_.set_range(e->end() - kPage, kPage, nullptr);
+  stats_.active -= e->size;
+  stats_.reserved -= e->size;
+  recycle(e);
+}
+
+bool ChunkLayer::map_interior(Extent* e) noexcept {
+  if (e == nullptr || e->state != ExtentState::kActive) return false;
+  if (!page_map_.set_range(e->base, e->size, e)) return false;
+  e->interior_mapped = true;
+  return true;
+}
+
+size_t ChunkLayer::purge_dirty(uint64_t min_age_ns) noexcept {
+  size_t total = 0;
+  for (;;) {
+    Extent* batch[os::kPurgeBatch];
+    os::Range ranges[os::kPurgeBatch];
+    size_t n = 0;
+    uint64_t now = clock_.now_ns();
+    {
+      LockGuard g(lock_);
+      for (Extent* e = dirty_.oldest(); e != nullptr && n < os::kPurgeBatch;) {
+        Extent* next = e->age_next;
+        if (now - e->freed_ns >= min_age_ns || min_age_ns == 0) {
+          dirty_.remove(e);
+          e->state = ExtentState::kPurging;  // unavailable until the batch completes
+          batch[n] = e;
+          ranges[n] = {ptr(e->base), e->size};
+          n++;
+        }
+        e = next;
+      }
+    }
+    if (n == 0) return total;
+    size_t done = os_.purge(ranges, n);
+    LockGuard g(lock_);
+    for (size_t i = 0; i < n; i++) {
+      if (i < done) {
+        total += batch[i]->size;
+        stats_.purged_bytes += batch[i]->size;
+        stats_.purges++;
+        insert_free(batch[i], ExtentState::kClean);
+      } else {
+        insert_free(batch[i], ExtentState::kDirty);  // kept, not lost; tried again later
+      }
+    }
+    if (done < n) return total;
+  }
+}
+
+void ChunkLayer::maybe_decay() noexcept {
+  uint64_t now = clock_.now_ns();
+  // Look at most four times per decay period: a cheap check on the free path.
+  uint64_t last = __atomic_load_n(&last_decay_ns_, __ATOMIC_RELAXED);
+  if (now - last < options_.decay_ns / 4 + 1) return;
+  if (!__atomic_compare_exchange_n(&last_decay_ns_, &last, now, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+    return;  // another thread is doing it
+  (void)purge_dirty(options_.decay_ns == 0 ? 0 : options_.decay_ns);
+}
+
+size_t ChunkLayer::decay() noexcept {
+  __atomic_store_n(&last_decay_ns_, clock_.now_ns(), __ATOMIC_RELAXED);
+  return purge_dirty(options_.decay_ns);
+}
+
+size_t ChunkLayer::trim() noexcept { return purge_dirty(0); }
+
+ChunkStats ChunkLayer::stats() const noexcept {
+  LockGuard g(lock_);
+  ChunkStats s = stats_;
+  s.dirty = dirty_.bytes();
+  s.clean = clean_.bytes();
+  return s;
+}
+
+void ChunkLayer::prefork() noexcept {
+  lock_.lock();
+  meta_.prefork();
+}
+void ChunkLayer::postfork_parent() noexcept {
+  meta_.postfork_parent();
+  lock_.unlock();
+}
+void ChunkLayer::postfork_child() noexcept {
+  meta_.postfork_child();
+  lock_.reinit_after_fork();
+}
+
+}  // namespace ductile::chunk

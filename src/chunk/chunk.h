@@ -1,0 +1,161 @@
+// Layer 2, the chunk layer: owns ductile's address space and hands it out as
+// page-multiple extents.
+//
+//  * Address space comes in reservations of at least Options::reservation
+//    bytes, placed one after another at hinted, 2 MiB-aligned addresses with
+//    MAP_FIXED_NOREPLACE: one mmap per reservation, no over-allocating and
+//    trimming for alignment (that is only the fallback when every hint is
+//    taken). Consecutive reservations are adjacent, so their free space
+//    coalesces and huge blocks can grow across them.
+//  * Free extents are retained: dirty (maybe resident) first, reused before
+//    clean ones; a dirty extent is purged only after it has stayed unused for
+//    the decay time (the hysteresis: a size that drains and refills within
+//    the decay time costs no system call), in batches through the OS layer.
+//    trim() purges everything retained now.
+//  * "The extent that starts exactly at A": alloc_at() and grow() answer it,
+//    from a free extent there or (grow) by mapping fresh space there.
+//  * lookup() answers which extent owns an address without taking a lock.
+//
+// All methods are thread safe and never allocate through ductile.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/lock.h"
+#include "chunk/clock.h"
+#include "chunk/extent.h"
+#include "chunk/extent_set.h"
+#include "chunk/meta_alloc.h"
+#include "chunk/page_map.h"
+#include "os/os.h"
+
+namespace ductile::chunk {
+
+struct Options {
+  // How long a dirty extent stays resident before decay purges it. 10 s is
+  // jemalloc's default dirty decay; DUCTILE_CONF decay_ms overrides it.
+  uint64_t decay_ns = 10'000'000'000;
+  // The smallest reservation. Address space is plentiful on 64-bit and a
+  // read/write MAP_NORESERVE reservation costs nothing until touched, while
+  // every mapping counts against vm.max_map_count: few, large reservations.
+  size_t reservation = size_t{1} << 30;
+  // First address tried for reservations; 0 picks a randomised one in the
+  // otherwise empty range above 2 TiB (ASLR keeps its entropy).
+  uintptr_t first_hint = 0;
+};
+
+struct Allocation {
+  Extent* extent = nullptr;  // nullptr: refused or out of memory
+  bool zeroed = false;       // every byte is known to read as zero
+};
+
+enum class GrowPath : uint8_t {
+  kRefused,    // the space after the extent is busy, too small, or unmappable
+  kNeighbour,  // took the free extent that starts at the extent's end
+  kMapped,     // mapped fresh address space at the extent's end
+};
+
+struct GrowResult {
+  GrowPath path = GrowPath::kRefused;
+  bool zeroed = false;  // the added bytes read as zero
+};
+
+struct ChunkStats {
+  size_t reserved = 0;      // address space mapped as reservations
+  size_t active = 0;        // in extents handed to upper layers
+  size_t dirty = 0;         // retained, maybe resident
+  size_t clean = 0;         // purged or never touched
+  size_t reservations = 0;  // reservation mappings made
+  uint64_t allocs = 0;
+  uint64_t frees = 0;
+  uint64_t alloc_at_hits = 0;
+  uint64_t alloc_at_refusals = 0;
+  uint64_t purged_bytes = 0;
+  uint64_t purges = 0;  // extents purged
+};
+
+class ChunkLayer {
+ public:
+  ChunkLayer(os::Os& os, Clock& clock, const Options& options = Options()) noexcept;
+  ChunkLayer(const ChunkLayer&) = delete;
+  ChunkLayer& operator=(const ChunkLayer&) = delete;
+
+  // An extent of `size` bytes (a page multiple) at an `align`-aligned address
+  // (a power of two, at least a page). Dirty extents are preferred to clean
+  // ones, and both to new reservations. In strict overcommit mode only the
+  // first `commit` bytes are committed (all of it by default).
+  [[nodiscard]] Allocation alloc(size_t size, size_t align = kPage, size_t commit = SIZE_MAX) noexcept;
+  // The free extent that starts exactly at `a`, cut to `size` bytes; refused
+  // (extent == nullptr) when no free extent of at least that size starts there.
+  [[nodiscard]] Allocation alloc_at(uintptr_t a, size_t size) noexcept;
+  // Grows active extent `e` in place to `new_size`, from the free neighbour
+  // starting at e->end(), or (if `may_map` and that address is not ours) by
+  // reserving fresh space there. e is unchanged when refused.
+  [[nodiscard]] GrowResult grow(Extent* e, size_t new_size, bool may_map) noexcept;
+  // Returns the tail of active extent `e` beyond `new_size` as a dirty free extent.
+  [[nodiscard]] bool shrink(Extent* e, size_t new_size) noexcept;
+  // Retains `e` as a dirty free extent. In strict overcommit mode, bytes past
+  // `committed` were never committed and go back as clean, uncommitted space.
+  void free(Extent* e, size_t committed = SIZE_MAX) noexcept;
+  // `e`'s pages were moved away by mremap: its range is no longer mapped.
+  void forget(Extent* e) noexcept;
+
+  // The extent whose first or last page holds `p`, or any page of an extent
+  // that was map_interior()'d; nullptr for addresses ductile does not own.
+  Extent* lookup(const void* p) const noexcept { return page_map_.lookup(addr(p)); }
+  // Maps every page of active extent `e` to it (for slabs).
+  [[nodiscard]] bool map_interior(Extent* e) noexcept;
+
+  // Purges extents that have been dirty for at least the decay time.
+  size_t decay() noexcept;
+  // Purges every dirty extent now. Returns the bytes purged.
+  size_t trim() noexcept;
+
+  ChunkStats stats() const noexcept;
+  os::Os& os() noexcept { return os_; }
+  MetaAlloc& meta() noexcept { return meta_; }
+  const Options& options() const noexcept { return options_; }
+  void set_decay_ns(uint64_t ns) noexcept { options_.decay_ns = ns; }
+
+  void prefork() noexcept;
+  void postfork_parent() noexcept;
+  void postfork_child() noexcept;
+
+ private:
+  Extent* new_extent(uintptr_t base, size_t size, ExtentState state, bool committed) noexcept;
+  void recycle(Extent* e) noexcept;
+  ExtentSet& set_for(ExtentState s) noexcept { return s == ExtentState::kDirty ? dirty_ : clean_; }
+  // Puts a free extent into its set, merging it with free neighbours of the same state.
+  void insert_free(Extent* e, ExtentState state) noexcept;
+  // Takes [start, start+size) out of free extent e (already removed from its
+  // set); the head and tail pieces go back. Returns e, now covering exactly
+  // the piece, or nullptr (e reinserted) if metadata ran out.
+  Extent* carve(Extent* e, uintptr_t start, size_t size) noexcept;
+  bool reserve_more(size_t size, size_t align) noexcept;
+  // Where the next reservation is tried: process-wide unless first_hint was given.
+  uintptr_t cursor() const noexcept;
+  void advance_cursor(uintptr_t to) noexcept;
+  void clear_interior(Extent* e) noexcept;
+  // Commits the first `commit` bytes of a carved extent; false (and the
+  // extent returned) when the kernel refuses.
+  bool commit_carved(Extent* e, size_t commit) noexcept;
+  size_t purge_dirty(uint64_t min_age_ns) noexcept;
+  void maybe_decay() noexcept;
+
+  os::Os& os_;
+  Clock& clock_;
+  Options options_;
+  MetaAlloc meta_;
+  PageMap page_map_;
+
+  mutable Mutex lock_;
+  ExtentSet dirty_;
+  ExtentSet clean_;
+  Extent* spare_ = nullptr;  // recycled extent structs
+  uintptr_t own_cursor_ = 0;  // Options::first_hint given: this layer's own cursor
+  uint64_t last_decay_ns_ = 0;
+  ChunkStats stats_;
+};
+
+}  // namespace ductile::chunk

@@ -1,0 +1,55 @@
+// A set of free extents of one state (dirty or clean), indexed for best-fit
+// search: segregated lists by page count -- exact below 16 pages, then four
+// buckets per doubling -- with a bitmap of non-empty buckets. Each set also
+// keeps its extents in the order they were inserted (the age list), which is
+// the order decay purges dirty extents in. Not thread safe: the chunk layer's
+// lock covers it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "chunk/extent.h"
+
+namespace ductile::chunk {
+
+class ExtentSet {
+ public:
+  // Page counts 1..15 have a bucket each; from 16 pages on, four per doubling.
+  static constexpr size_t kExactBuckets = 15;
+  static constexpr size_t kBuckets = 192;
+
+  static size_t bucket_of(size_t pages) noexcept;
+  // Smallest page count that lands in bucket b.
+  static size_t bucket_floor(size_t b) noexcept;
+
+  void insert(Extent* e) noexcept;
+  void remove(Extent* e) noexcept;
+  // A free extent that can hold `size` bytes at an `align`-aligned address
+  // inside it, or nullptr. Prefers the smallest bucket that fits and, within
+  // a bucket, the most recently inserted extent (its pages are the likeliest
+  // to be resident still).
+  Extent* find(size_t size, size_t align) const noexcept;
+  // The extent inserted longest ago, or nullptr.
+  Extent* oldest() const noexcept { return age_head_; }
+
+  size_t bytes() const noexcept { return bytes_; }
+  size_t count() const noexcept { return count_; }
+  bool empty() const noexcept { return count_ == 0; }
+
+ private:
+  static bool fits(const Extent* e, size_t size, size_t align) noexcept {
+    uintptr_t start = align_up(e->base, align);
+    return start >= e->base && start - e->base <= e->size && e->size - (start - e->base) >= size;
+  }
+  size_t next_nonempty(size_t from) const noexcept;
+
+  Extent* heads_[kBuckets] = {};
+  uint64_t nonempty_[kBuckets / 64] = {};
+  Extent* age_head_ = nullptr;
+  Extent* age_tail_ = nullptr;
+  size_t bytes_ = 0;
+  size_t count_ = 0;
+};
+
+}  // namespace ductile::chunk

@@ -1,0 +1,29 @@
+#include "chunk/meta_alloc.h"
+
+namespace ductile::chunk {
+
+void* MetaAlloc::alloc(size_t size, size_t align) noexcept {
+  if (size == 0 || align > kPage || !is_pow2(align)) return nullptr;
+  LockGuard g(lock_);
+  uintptr_t p = align_up(cur_, align);
+  if (cur_ == 0 || p + size > end_ || p + size < p) {
+    size_t block = size > kBlock ? align_up(size, kPage) : kBlock;
+    if (block == 0) return nullptr;
+    void* mem = os_.reserve(block);
+    if (mem == nullptr) return nullptr;
+    if (!os_.commit(mem, block)) {
+      (void)os_.unmap(mem, block);
+      return nullptr;
+    }
+    mapped_ += block;
+    // A big one-off request gets its own block; the current block stays current.
+    if (size > kBlock) return mem;
+    cur_ = addr(mem);
+    end_ = cur_ + block;
+    p = cur_;
+  }
+  cur_ = p + size;
+  return ptr(p);
+}
+
+}  // namespace ductile::chunk

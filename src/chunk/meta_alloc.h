@@ -1,0 +1,41 @@
+// Metadata memory for the chunk layer and the layers above it (extents,
+// page-map nodes, slab headers): carved from blocks taken straight from the
+// OS layer, so ductile never calls into itself for its own bookkeeping.
+// Memory handed out is zeroed and never returned to the OS; fixed-size
+// objects are recycled through free lists by their owners.
+#pragma once
+
+#include <cstddef>
+
+#include "base/lock.h"
+#include "os/os.h"
+
+namespace ductile::chunk {
+
+class MetaAlloc {
+ public:
+  // Blocks of 2 MiB: one reservation serves thousands of extents.
+  static constexpr size_t kBlock = kHugePage;
+
+  explicit MetaAlloc(os::Os& os) noexcept : os_(os) {}
+  MetaAlloc(const MetaAlloc&) = delete;
+  MetaAlloc& operator=(const MetaAlloc&) = delete;
+
+  // Zeroed memory aligned to `align` (power of two, at most a page). nullptr
+  // when the OS refuses.
+  [[nodiscard]] void* alloc(size_t size, size_t align = alignof(max_align_t)) noexcept;
+  size_t bytes_mapped() const noexcept { return mapped_; }
+
+  void prefork() noexcept { lock_.lock(); }
+  void postfork_parent() noexcept { lock_.unlock(); }
+  void postfork_child() noexcept { lock_.reinit_after_fork(); }
+
+ private:
+  os::Os& os_;
+  Mutex lock_;
+  uintptr_t cur_ = 0;
+  uintptr_t end_ = 0;
+  size_t mapped_ = 0;
+};
+
+}  // namespace ductile::chunk

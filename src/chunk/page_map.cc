@@ -1,0 +1,63 @@
+#include "chunk/page_map.h"
+
+namespace ductile::chunk {
+
+std::atomic<Extent*>* PageMap::entry(uintptr_t a, bool create) noexcept {
+  if (!in_range(a)) return nullptr;
+  size_t page = a >> kPageShift;
+  std::atomic<Node*>& top = root_[page >> (2 * kLevelBits)];
+  Node* mid = top.load(std::memory_order_acquire);
+  if (mid == nullptr) {
+    if (!create) return nullptr;
+    LockGuard g(grow_lock_);
+    mid = top.load(std::memory_order_acquire);
+    if (mid == nullptr) {
+      mid = static_cast<Node*>(meta_.alloc(sizeof(Node), kPage));
+      if (mid == nullptr) return nullptr;
+      top.store(mid, std::memory_order_release);
+    }
+  }
+  std::atomic<Leaf*>& child = mid->children[(page >> kLevelBits) & (kFanout - 1)];
+  Leaf* leaf = child.load(std::memory_order_acquire);
+  if (leaf == nullptr) {
+    if (!create) return nullptr;
+    LockGuard g(grow_lock_);
+    leaf = child.load(std::memory_order_acquire);
+    if (leaf == nullptr) {
+      leaf = static_cast<Leaf*>(meta_.alloc(sizeof(Leaf), kPage));
+      if (leaf == nullptr) return nullptr;
+      child.store(leaf, std::memory_order_release);
+    }
+  }
+  return &leaf->slots[page & (kFanout - 1)];
+}
+
+bool PageMap::ensure(uintptr_t a, size_t len) noexcept {
+  if (len == 0) return true;
+  uintptr_t last = a + len - 1;
+  if (last < a || !in_range(last)) return false;
+  // One entry per leaf is enough to create the leaf and its parent.
+  constexpr size_t kLeafSpan = kFanout << kPageShift;
+  for (uintptr_t p = align_down(a, kLeafSpan); p <= last; p += kLeafSpan) {
+    if (entry(p < a ? a : p, true) == nullptr) return false;
+    if (p + kLeafSpan < p) break;
+  }
+  return true;
+}
+
+bool PageMap::set_range(uintptr_t a, size_t len, Extent* e) noexcept {
+  if (!ensure(a, len)) return false;
+  for (uintptr_t p = a; p < a + len; p += kPage) entry(p, false)->store(e, std::memory_order_release);
+  return true;
+}
+
+bool PageMap::set_boundaries(Extent* e) noexcept {
+  std::atomic<Extent*>* first = entry(e->base, true);
+  std::atomic<Extent*>* last = entry(e->end() - kPage, true);
+  if (first == nullptr || last == nullptr) return false;
+  first->store(e, std::memory_order_release);
+  last->store(e, std::memory_order_release);
+  return true;
+}
+
+}  // namespace ductile::chunk

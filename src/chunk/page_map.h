@@ -1,0 +1,65 @@
+// The page map: which extent owns a given page, answered in O(1) without a
+// lock. A three-level radix tree over the 36-bit page number of a 48-bit
+// address (12 bits per level). Readers use acquire loads; writers (under the
+// chunk layer's lock, or owning the extent) use release stores. Nodes are
+// 32 KiB, taken from the metadata allocator on demand and never freed, so a
+// reader racing with a writer always dereferences valid memory.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "base/lock.h"
+#include "chunk/extent.h"
+#include "chunk/meta_alloc.h"
+
+namespace ductile::chunk {
+
+class PageMap {
+ public:
+  static constexpr unsigned kAddressBits = 48;
+  static constexpr unsigned kLevelBits = 12;
+  static constexpr size_t kFanout = size_t{1} << kLevelBits;
+
+  explicit PageMap(MetaAlloc& meta) noexcept : meta_(meta) {}
+  PageMap(const PageMap&) = delete;
+  PageMap& operator=(const PageMap&) = delete;
+
+  static bool in_range(uintptr_t a) { return (a >> kAddressBits) == 0; }
+
+  // nullptr when no extent was ever registered at that page.
+  Extent* lookup(uintptr_t a) const noexcept {
+    if (!in_range(a)) return nullptr;
+    size_t page = a >> kPageShift;
+    Node* mid = root_[page >> (2 * kLevelBits)].load(std::memory_order_acquire);
+    if (mid == nullptr) return nullptr;
+    Leaf* leaf = mid->children[(page >> kLevelBits) & (kFanout - 1)].load(std::memory_order_acquire);
+    if (leaf == nullptr) return nullptr;
+    return leaf->slots[page & (kFanout - 1)].load(std::memory_order_acquire);
+  }
+
+  // Maps every page of [a, a+len) to e. Fails only when metadata cannot be
+  // allocated; then nothing the caller relies on has changed for pages that
+  // could not be set (they keep their old value).
+  [[nodiscard]] bool set_range(uintptr_t a, size_t len, Extent* e) noexcept;
+  // Maps the first and last page of e to e: enough for neighbour lookups.
+  [[nodiscard]] bool set_boundaries(Extent* e) noexcept;
+  // Pre-creates the nodes covering [a, a+len), so later sets cannot fail.
+  [[nodiscard]] bool ensure(uintptr_t a, size_t len) noexcept;
+
+ private:
+  struct Leaf {
+    std::atomic<Extent*> slots[kFanout];
+  };
+  struct Node {
+    std::atomic<Leaf*> children[kFanout];
+  };
+  std::atomic<Leaf*>* slot_for(uintptr_t page, bool create) noexcept;
+  std::atomic<Extent*>* entry(uintptr_t a, bool create) noexcept;
+
+  MetaAlloc& meta_;
+  Mutex grow_lock_;  // serialises node creation only
+  std::atomic<Node*> root_[kFanout] = {};
+};
+
+}  // namespace ductile::chunk

@@ -1,0 +1,39 @@
+## src/local.mk -- the allocator library (included from Makefile.am).
+
+# All allocator sources go into this libtool convenience library (not
+# installed), so the unit tests can link the internals directly.
+# One file per line; keep the list sorted by directory.
+noinst_LTLIBRARIES += libductile_core.la
+libductile_core_la_SOURCES = \
+	src/base/common.h \
+	src/base/lock.h \
+	src/base/log.cc \
+	src/os/kernel.h \
+	src/os/kernel_linux.cc \
+	src/os/os.h \
+	src/os/os.cc \
+	src/chunk/extent.h \
+	src/chunk/page_map.h \
+	src/chunk/page_map.cc \
+	src/chunk/meta_alloc.h \
+	src/chunk/meta_alloc.cc \
+	src/chunk/extent_set.h \
+	src/chunk/extent_set.cc \
+	src/chunk/chunk.h \
+	src/chunk/chunk.cc \
+	src/chunk/clock.h \
+	src/api/version.cc
+libductile_core_la_CXXFLAGS = $(AM_CXXFLAGS) $(DUCTILE_LIB_CXXFLAGS)
+
+# The installed library (shared and static): exactly the objects of
+# libductile_core.la (libtool links a convenience library whole into the
+# .so and copies all its objects into the .a).  It has no sources of its
+# own; the never-built dummy C++ source makes automake link with $(CXX).
+lib_LTLIBRARIES += libductile.la
+libductile_la_SOURCES =
+nodist_EXTRA_libductile_la_SOURCES = src/dummy.cc
+libductile_la_LIBADD = libductile_core.la
+libductile_la_LDFLAGS = \
+	-version-info 0:0:0 \
+	-Wl,--version-script=$(top_srcdir)/src/ductile.map
+EXTRA_libductile_la_DEPENDENCIES = $(top_srcdir)/src/ductile.map

@@ -1,0 +1,37 @@
+// The raw memory system calls, behind an interface so that tests can put a
+// fake kernel under the OS layer (test/support/fake_kernel.h) that records
+// each call and fails the ones a test chooses.
+//
+// Contract: each method is one system call with the kernel's own convention
+// (MAP_FAILED or -1, with errno set). No method allocates. The OS layer
+// (os.h) is the only caller.
+#pragma once
+
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <cstddef>
+
+namespace ductile::os {
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  virtual void* mmap(void* addr, size_t len, int prot, int flags) noexcept = 0;
+  virtual int munmap(void* addr, size_t len) noexcept = 0;
+  virtual int mprotect(void* addr, size_t len, int prot) noexcept = 0;
+  virtual void* mremap(void* old_addr, size_t old_len, size_t new_len, int flags,
+                       void* new_addr) noexcept = 0;
+  virtual int madvise(void* addr, size_t len, int advice) noexcept = 0;
+  virtual ssize_t process_madvise(int pidfd, const struct iovec* iov, size_t n, int advice) noexcept = 0;
+  virtual int pidfd_open(pid_t pid) noexcept = 0;
+  virtual int close(int fd) noexcept = 0;
+  // Reads up to n-1 bytes of a small /proc or /sys file into buf (NUL-terminated);
+  // returns the length or -1.
+  virtual ssize_t read_small_file(const char* path, char* buf, size_t n) noexcept = 0;
+};
+
+// The real kernel. A single static instance: usable before constructors run.
+Kernel& linux_kernel() noexcept;
+
+}  // namespace ductile::os

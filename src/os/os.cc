@@ -1,0 +1,301 @@
+#include "os/os.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace ductile::os {
+
+namespace {
+// PIDFD_SELF names the calling process (Linux 6.15); glibc 2.36 does not define it.
+#ifdef PIDFD_SELF
+constexpr int kPidfdSelf = PIDFD_SELF;
+#else
+constexpr int kPidfdSelf = -10000;
+#endif
+#ifndef MAP_FIXED_NOREPLACE
+constexpr int kMapFixedNoreplace = 0x100000;
+#else
+constexpr int kMapFixedNoreplace = MAP_FIXED_NOREPLACE;
+#endif
+#ifndef MADV_POPULATE_WRITE
+constexpr int kMadvPopulateWrite = 23;
+#else
+constexpr int kMadvPopulateWrite = MADV_POPULATE_WRITE;
+#endif
+#ifndef MADV_FREE
+constexpr int kMadvFree = 8;
+#else
+constexpr int kMadvFree = MADV_FREE;
+#endif
+
+constexpr int kRw = PROT_READ | PROT_WRITE;
+constexpr int kPrivate = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+
+// Errors that mean "this kernel (or its seccomp policy) does not do that":
+// the fallback taken after one of them sticks.
+bool is_unsupported(int err) {
+  return err == ENOSYS || err == EINVAL || err == EPERM || err == EBADF || err == EOPNOTSUPP;
+}
+}  // namespace
+
+const char* call_name(Call c) noexcept {
+  switch (c) {
+    case Call::kMmap: return "mmap";
+    case Call::kMunmap: return "munmap";
+    case Call::kMprotect: return "mprotect";
+    case Call::kMremap: return "mremap";
+    case Call::kMadvise: return "madvise";
+    case Call::kProcessMadvise: return "process_madvise";
+    case Call::kPidfdOpen: return "pidfd_open";
+    case Call::kCount: break;
+  }
+  return "?";
+}
+
+uint64_t Counters::total() const noexcept {
+  uint64_t t = 0;
+  for (const auto& c : calls) t += c.load(std::memory_order_relaxed);
+  return t;
+}
+
+void Counters::reset() noexcept {
+  for (auto& c : calls) c.store(0, std::memory_order_relaxed);
+  purged_bytes.store(0, std::memory_order_relaxed);
+  purged_ranges.store(0, std::memory_order_relaxed);
+}
+
+Os::Os(Kernel& kernel) noexcept : kernel_(kernel) { probe(); }
+
+Os::~Os() {
+  if (features_.self_pidfd >= 0) kernel_.close(features_.self_pidfd);
+}
+
+void Os::probe() noexcept {
+  char buf[64];
+  if (kernel_.read_small_file("/proc/sys/vm/overcommit_memory", buf, sizeof buf) > 0)
+    features_.strict_overcommit = buf[0] == '2';
+  if (kernel_.read_small_file("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof buf) > 0) {
+    // The selected mode is the bracketed word: "always [madvise] never".
+    if (std::strstr(buf, "[always]")) features_.thp = ThpMode::kAlways;
+    else if (std::strstr(buf, "[madvise]")) features_.thp = ThpMode::kMadvise;
+    else if (std::strstr(buf, "[never]")) features_.thp = ThpMode::kNever;
+  }
+
+  // Two scratch pages: the kernel's answers about them are the feature set.
+  count(Call::kMmap);
+  void* scratch = kernel_.mmap(nullptr, 2 * kPage, kRw, MAP_PRIVATE | MAP_ANONYMOUS);
+  if (scratch == MAP_FAILED) return;  // everything stays off: the plain paths still work
+  static_cast<char*>(scratch)[0] = 1;
+
+  // MAP_FIXED_NOREPLACE on an occupied address must fail with EEXIST; an old
+  // kernel treats the flag as a hint and maps elsewhere.
+  count(Call::kMmap);
+  void* r = kernel_.mmap(scratch, kPage, kRw, kPrivate | kMapFixedNoreplace);
+  if (r == MAP_FAILED) {
+    features_.map_fixed_noreplace = errno == EEXIST;
+  } else {
+    count(Call::kMunmap);
+    (void)kernel_.munmap(r, kPage);
+  }
+
+  count(Call::kMadvise);
+  features_.madv_free = kernel_.madvise(scratch, kPage, kMadvFree) == 0;
+  count(Call::kMadvise);
+  features_.populate_write = kernel_.madvise(scratch, kPage, kMadvPopulateWrite) == 0;
+  probe_batch_purge(scratch);
+
+  count(Call::kMunmap);
+  (void)kernel_.munmap(scratch, 2 * kPage);
+}
+
+void Os::probe_batch_purge(void* scratch) noexcept {
+  // Two discontiguous-in-the-iovec ranges: the kernel must advise both.
+  struct iovec iov[2] = {{scratch, kPage}, {static_cast<char*>(scratch) + kPage, kPage}};
+  count(Call::kProcessMadvise);
+  if (kernel_.process_madvise(kPidfdSelf, iov, 2, MADV_DONTNEED) == static_cast<ssize_t>(2 * kPage)) {
+    features_.self_pidfd = kPidfdSelf;
+    features_.batch_purge = true;
+    return;
+  }
+  // Before 6.15 there is no PIDFD_SELF: a pidfd of our own process works from 6.13.
+  count(Call::kPidfdOpen);
+  int fd = kernel_.pidfd_open(getpid());
+  if (fd < 0) return;
+  count(Call::kProcessMadvise);
+  if (kernel_.process_madvise(fd, iov, 2, MADV_DONTNEED) == static_cast<ssize_t>(2 * kPage)) {
+    features_.self_pidfd = fd;
+    features_.batch_purge = true;
+    return;
+  }
+  kernel_.close(fd);
+}
+
+void Os::after_fork_in_child() noexcept {
+  if (features_.self_pidfd >= 0) {
+    // The inherited pidfd names the parent. Drop it and re-probe on a scratch page.
+    kernel_.close(features_.self_pidfd);
+    features_.self_pidfd = -1;
+    features_.batch_purge = false;
+    count(Call::kMmap);
+    void* scratch = kernel_.mmap(nullptr, 2 * kPage, kRw, MAP_PRIVATE | MAP_ANONYMOUS);
+    if (scratch == MAP_FAILED) return;
+    probe_batch_purge(scratch);
+    count(Call::kMunmap);
+    (void)kernel_.munmap(scratch, 2 * kPage);
+  }
+}
+
+int Os::prot_reserved() const noexcept { return features_.strict_overcommit ? PROT_NONE : kRw; }
+int Os::flags_reserved() const noexcept { return kPrivate; }
+
+void* Os::reserve(size_t size) noexcept {
+  if (size == 0 || !is_aligned(size, kPage)) return nullptr;
+  count(Call::kMmap);
+  void* p = kernel_.mmap(nullptr, size, prot_reserved(), flags_reserved());
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+MapStatus Os::reserve_at(void* addr, size_t size) noexcept {
+  if (size == 0 || !is_aligned(size, kPage) || !is_aligned(ductile::addr(addr), kPage) ||
+      ductile::addr(addr) + size < ductile::addr(addr))
+    return MapStatus::kFailed;
+  int flags = flags_reserved() | (features_.map_fixed_noreplace ? kMapFixedNoreplace : 0);
+  count(Call::kMmap);
+  void* p = kernel_.mmap(addr, size, prot_reserved(), flags);
+  if (p == MAP_FAILED) return errno == EEXIST ? MapStatus::kOccupied : MapStatus::kFailed;
+  if (p == addr) return MapStatus::kMapped;
+  // Without MAP_FIXED_NOREPLACE the address was only a hint and the kernel
+  // placed the mapping elsewhere because something is there: give it back.
+  count(Call::kMunmap);
+  (void)kernel_.munmap(p, size);
+  return MapStatus::kOccupied;
+}
+
+bool Os::unmap(void* addr, size_t size) noexcept {
+  if (size == 0 || !is_aligned(ductile::addr(addr), kPage) || !is_aligned(size, kPage)) return false;
+  count(Call::kMunmap);
+  return kernel_.munmap(addr, size) == 0;
+}
+
+bool Os::commit(void* addr, size_t size) noexcept {
+  if (!features_.strict_overcommit) return true;
+  count(Call::kMprotect);
+  return kernel_.mprotect(addr, size, kRw) == 0;
+}
+
+bool Os::decommit(void* addr, size_t size) noexcept {
+  if (!features_.strict_overcommit) {
+    Range r{addr, size};
+    return purge(&r, 1) == 1;
+  }
+  // Mapping PROT_NONE over the range drops its pages and its commit charge in one call.
+  count(Call::kMmap);
+  return kernel_.mmap(addr, size, PROT_NONE, kPrivate | MAP_FIXED) == addr;
+}
+
+void* Os::remap(void* old_addr, size_t old_size, size_t new_size, RemapMode mode, void* target) noexcept {
+  int flags = 0;
+  if (mode == RemapMode::kMayMove) flags = MREMAP_MAYMOVE;
+  if (mode == RemapMode::kFixed) {
+    if (target == nullptr) return nullptr;
+    flags = MREMAP_MAYMOVE | MREMAP_FIXED;
+  }
+  count(Call::kMremap);
+  void* p = kernel_.mremap(old_addr, old_size, new_size, flags, target);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+bool Os::purge_one(const Range& r, int advice) noexcept {
+  count(Call::kMadvise);
+  if (kernel_.madvise(r.addr, r.size, advice) != 0) return false;
+  counters_.purged_bytes.fetch_add(r.size, std::memory_order_relaxed);
+  counters_.purged_ranges.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void Os::disable_batch_purge() noexcept {
+  features_.batch_purge = false;
+  if (features_.self_pidfd >= 0) kernel_.close(features_.self_pidfd);
+  features_.self_pidfd = -1;
+}
+
+size_t Os::purge_batch(const Range* ranges, size_t n, int advice) noexcept {
+  struct iovec iov[kPurgeBatch];
+  size_t done = 0;  // ranges fully purged
+  size_t partial = 0;  // bytes of ranges[done] already purged by a short return
+  while (done < n) {
+    size_t k = 0;
+    for (; k < kPurgeBatch && done + k < n; k++) {
+      iov[k].iov_base = static_cast<char*>(ranges[done + k].addr) + (k == 0 ? partial : 0);
+      iov[k].iov_len = ranges[done + k].size - (k == 0 ? partial : 0);
+    }
+    count(Call::kProcessMadvise);
+    ssize_t r = kernel_.process_madvise(features_.self_pidfd, iov, k, advice);
+    if (r < 0) {
+      if (is_unsupported(errno)) disable_batch_purge();
+      return done;
+    }
+    // The kernel advises ranges in order and reports bytes: a short return
+    // means it stopped inside (or before) some range; resume there.
+    size_t bytes = static_cast<size_t>(r);
+    if (bytes == 0) return done;  // no progress: let the caller fall back
+    counters_.purged_bytes.fetch_add(bytes, std::memory_order_relaxed);
+    for (size_t i = 0; i < k && bytes > 0; i++) {
+      size_t left = iov[i].iov_len;
+      if (bytes >= left) {
+        bytes -= left;
+        done++;
+        partial = 0;
+        counters_.purged_ranges.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        partial += bytes;
+        bytes = 0;
+      }
+    }
+  }
+  return done;
+}
+
+size_t Os::purge(const Range* ranges, size_t n, Advice advice) noexcept {
+  int adv = MADV_DONTNEED;
+  if (advice == Advice::kFree && features_.madv_free) adv = kMadvFree;
+  size_t done = 0;
+  if (n > 1 && features_.batch_purge) done = purge_batch(ranges, n, adv);
+  // Single ranges, and whatever the batch call left (refused, failed part way).
+  for (; done < n; done++) {
+    const Range& r = ranges[done];
+    if (!purge_one(r, adv)) {
+      if (adv == kMadvFree && errno == EINVAL) {
+        features_.madv_free = false;  // sticky: MADV_DONTNEED from now on
+        adv = MADV_DONTNEED;
+        if (purge_one(r, adv)) continue;
+      }
+      break;
+    }
+  }
+  return done;
+}
+
+bool Os::advise_huge(void* addr, size_t size) noexcept {
+#ifdef MADV_HUGEPAGE
+  if (features_.thp != ThpMode::kMadvise) return true;
+  count(Call::kMadvise);
+  return kernel_.madvise(addr, size, MADV_HUGEPAGE) == 0;
+#else
+  (void)addr, (void)size;
+  return true;
+#endif
+}
+
+bool Os::populate(void* addr, size_t size) noexcept {
+  if (!features_.populate_write) return false;
+  count(Call::kMadvise);
+  if (kernel_.madvise(addr, size, kMadvPopulateWrite) == 0) return true;
+  if (errno == EINVAL) features_.populate_write = false;
+  return false;
+}
+
+}  // namespace ductile::os

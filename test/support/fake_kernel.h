@@ -1,0 +1,72 @@
+// A kernel for tests: forwards to the real system calls (so the memory is
+// real), records every call, and can behave like an older kernel or fail any
+// chosen call.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "os/kernel.h"
+
+namespace ductile::test {
+
+enum class Sys { kMmap, kMunmap, kMprotect, kMremap, kMadvise, kProcessMadvise, kPidfdOpen, kCount };
+
+struct SysCall {
+  Sys sys;
+  void* addr;
+  size_t len;
+  int arg;  // prot, advice, flags or the number of iovec entries
+};
+
+class FakeKernel final : public os::Kernel {
+ public:
+  // --- behaviour of an older or restricted kernel ---
+  bool no_map_fixed_noreplace = false;  // before 4.17: the flag is ignored, the address a hint
+  bool no_pidfd_self = false;           // before 6.15: PIDFD_SELF is EBADF
+  int process_madvise_errno = 0;        // e.g. ENOSYS (before 5.10) or EINVAL (before 6.13)
+  int pidfd_open_errno = 0;
+  size_t process_madvise_max_bytes = 0;  // >0: advise at most this many bytes per call (short returns)
+  int madv_free_errno = 0;
+  int populate_errno = 0;
+  std::string overcommit = "0\n";
+  std::string thp = "always [madvise] never\n";
+
+  // Fails the next `times` calls of `sys` with `err` (after `skip` successful ones).
+  void fail(Sys sys, int err, int times = 1, int skip = 0);
+  void clear_failures();
+
+  size_t count(Sys sys) const;
+  std::vector<SysCall> calls() const;
+  void reset_calls();
+
+  void* mmap(void* addr, size_t len, int prot, int flags) noexcept override;
+  int munmap(void* addr, size_t len) noexcept override;
+  int mprotect(void* addr, size_t len, int prot) noexcept override;
+  void* mremap(void* old_addr, size_t old_len, size_t new_len, int flags, void* new_addr) noexcept override;
+  int madvise(void* addr, size_t len, int advice) noexcept override;
+  ssize_t process_madvise(int pidfd, const struct iovec* iov, size_t n, int advice) noexcept override;
+  int pidfd_open(pid_t pid) noexcept override;
+  int close(int fd) noexcept override;
+  ssize_t read_small_file(const char* path, char* buf, size_t n) noexcept override;
+
+ private:
+  struct Failure {
+    Sys sys;
+    int err;
+    int times;
+    int skip;
+  };
+  // Records the call; returns the errno to fail it with, or 0.
+  int record(Sys sys, void* addr, size_t len, int arg);
+
+  mutable std::mutex mu_;
+  std::vector<SysCall> calls_;
+  std::vector<Failure> failures_;
+};
+
+}  // namespace ductile::test

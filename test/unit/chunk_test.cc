@@ -1,0 +1,538 @@
+// The chunk layer: recycling, coalescing, alloc-at-address, growth, decay
+// under a fake clock, hysteresis, batched purges, failure injection, bad
+// input, and a multi-threaded stress test.
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "chunk/chunk.h"
+#include "support/fake_clock.h"
+#include "support/fake_kernel.h"
+
+namespace ductile {
+namespace {
+
+using chunk::Allocation;
+using chunk::ChunkLayer;
+using chunk::Extent;
+using chunk::ExtentState;
+using chunk::GrowPath;
+using test::FakeClock;
+using test::FakeKernel;
+using test::Sys;
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+class ChunkTest : public ::testing::Test {
+ protected:
+  void SetUp() override { make(); }
+
+  void make(size_t reservation = 64 * kMiB) {
+    layer_.reset();
+    os_.reset();
+    os_ = std::make_unique<os::Os>(kernel_);
+    chunk::Options o;
+    o.decay_ns = 1000 * 1000000ull;  // 1 s
+    o.reservation = reservation;
+    layer_ = std::make_unique<ChunkLayer>(*os_, clock_, o);
+  }
+
+  Extent* alloc(size_t size, size_t align = kPage) {
+    Allocation a = layer_->alloc(size, align);
+    EXPECT_NE(a.extent, nullptr);
+    return a.extent;
+  }
+  size_t syscalls() { return os_->counters().total(); }
+
+  FakeKernel kernel_;
+  FakeClock clock_;
+  std::unique_ptr<os::Os> os_;
+  std::unique_ptr<ChunkLayer> layer_;
+};
+
+TEST_F(ChunkTest, AllocReturnsAlignedCommittedPages) {
+  for (size_t align : {kPage, 64 * kPage, kHugePage, 4 * kHugePage}) {
+    Allocation a = layer_->alloc(3 * kPage, align);
+    ASSERT_NE(a.extent, nullptr);
+    EXPECT_TRUE(is_aligned(a.extent->base, align));
+    EXPECT_EQ(a.extent->size, 3 * kPage);
+    if (a.zeroed) {
+      for (size_t i = 0; i < a.extent->size; i++) ASSERT_EQ(static_cast<char*>(ptr(a.extent->base))[i], 0);
+    }
+    std::memset(ptr(a.extent->base), 1, a.extent->size);
+    layer_->free(a.extent);
+  }
+}
+
+TEST_F(ChunkTest, BadInputIsRefusedWithoutSyscalls) {
+  size_t before = syscalls();
+  EXPECT_EQ(layer_->alloc(0).extent, nullptr);
+  EXPECT_EQ(layer_->alloc(kPage + 1).extent, nullptr);
+  EXPECT_EQ(layer_->alloc(SIZE_MAX & ~(kPage - 1)).extent, nullptr);  // address space cannot hold it
+  EXPECT_EQ(layer_->alloc(kPage, 3 * kPage).extent, nullptr);   // not a power of two
+  EXPECT_EQ(layer_->alloc(kPage, 16).extent, nullptr);          // below a page
+  EXPECT_EQ(layer_->alloc_at(kPage + 1, kPage).extent, nullptr);
+  EXPECT_EQ(layer_->alloc_at(0x1000, kPage).extent, nullptr);   // not ours
+  EXPECT_EQ(layer_->lookup(reinterpret_cast<void*>(uintptr_t{1} << 50)), nullptr);
+  EXPECT_EQ(layer_->lookup(&before), nullptr);                  // the stack is not ours
+  EXPECT_FALSE(layer_->shrink(nullptr, kPage));
+  EXPECT_EQ(layer_->grow(nullptr, kPage, true).path, GrowPath::kRefused);
+  // Only the huge request may have tried (and failed) to reserve.
+  EXPECT_LE(syscalls() - before, 4u);
+}
+
+TEST_F(ChunkTest, OneReservationServesManyExtents) {
+  std::vector<Extent*> v;
+  v.push_back(alloc(16 * kPage));  // the reservation, and a block of metadata
+  size_t before = os_->counters().get(os::Call::kMmap);
+  for (int i = 0; i < 99; i++) v.push_back(alloc(16 * kPage));
+  EXPECT_EQ(os_->counters().get(os::Call::kMmap), before);
+  EXPECT_EQ(layer_->stats().reservations, 1u);
+  for (Extent* e : v) layer_->free(e);
+}
+
+TEST_F(ChunkTest, FreedExtentIsRecycledWithoutSyscalls) {
+  Extent* e = alloc(8 * kPage);
+  uintptr_t base = e->base;
+  std::memset(ptr(base), 'r', 8 * kPage);
+  layer_->free(e);
+  size_t before = syscalls();
+  Allocation a = layer_->alloc(8 * kPage);
+  ASSERT_NE(a.extent, nullptr);
+  EXPECT_EQ(a.extent->base, base);
+  EXPECT_FALSE(a.zeroed);  // dirty: still holds the old bytes
+  EXPECT_EQ(static_cast<char*>(ptr(base))[0], 'r');
+  EXPECT_EQ(syscalls(), before);
+}
+
+TEST_F(ChunkTest, FreeNeighboursCoalesce) {
+  Extent* a = alloc(4 * kPage);
+  Extent* b = alloc(4 * kPage);
+  Extent* c = alloc(4 * kPage);
+  uintptr_t base = a->base;
+  ASSERT_EQ(b->base, a->end());
+  ASSERT_EQ(c->base, b->end());
+  layer_->free(a);
+  layer_->free(c);
+  layer_->free(b);  // joins both sides
+  Extent* whole = layer_->lookup(ptr(base));
+  ASSERT_NE(whole, nullptr);
+  EXPECT_EQ(whole->base, base);
+  EXPECT_EQ(whole->size, 12 * kPage);
+  EXPECT_EQ(whole->state, ExtentState::kDirty);
+  EXPECT_EQ(layer_->lookup(ptr(base + 12 * kPage - kPage)), whole);
+  size_t before = syscalls();
+  Allocation all = layer_->alloc(12 * kPage);
+  EXPECT_EQ(all.extent->base, base);
+  EXPECT_EQ(syscalls(), before);
+}
+
+TEST_F(ChunkTest, DirtyAndCleanDoNotCoalesce) {
+  Extent* a = alloc(4 * kPage);
+  Extent* b = alloc(4 * kPage);
+  uintptr_t base = a->base;
+  layer_->free(a);
+  EXPECT_EQ(layer_->trim(), 4 * kPage);
+  layer_->free(b);
+  EXPECT_EQ(layer_->lookup(ptr(base))->size, 4 * kPage);
+  EXPECT_EQ(layer_->lookup(ptr(base))->state, ExtentState::kClean);
+  EXPECT_EQ(layer_->lookup(ptr(base + 4 * kPage))->state, ExtentState::kDirty);
+}
+
+TEST_F(ChunkTest, AllocAtTakesTheFreeExtentStartingThere) {
+  Extent* a = alloc(4 * kPage);
+  Extent* b = alloc(8 * kPage);
+  Extent* guard = alloc(kPage);
+  uintptr_t at = b->base;
+  layer_->free(b);
+  size_t before = syscalls();
+  Allocation got = layer_->alloc_at(at, 4 * kPage);
+  ASSERT_NE(got.extent, nullptr);
+  EXPECT_EQ(got.extent->base, at);
+  EXPECT_EQ(got.extent->size, 4 * kPage);
+  EXPECT_EQ(syscalls(), before);
+  // The rest of the freed extent is still free, starting right after.
+  Extent* rest = layer_->lookup(ptr(at + 4 * kPage));
+  ASSERT_NE(rest, nullptr);
+  EXPECT_TRUE(rest->is_free());
+  EXPECT_EQ(rest->size, 4 * kPage);
+  layer_->free(got.extent);
+  layer_->free(a);
+  layer_->free(guard);
+}
+
+TEST_F(ChunkTest, AllocAtRefusesBusyShortOrForeignAddresses) {
+  Extent* a = alloc(4 * kPage);
+  Extent* b = alloc(2 * kPage);
+  Extent* guard = alloc(kPage);
+  EXPECT_EQ(layer_->alloc_at(b->base, kPage).extent, nullptr);  // busy
+  uintptr_t at = b->base;
+  layer_->free(b);
+  EXPECT_EQ(layer_->alloc_at(at, 3 * kPage).extent, nullptr);  // too short
+  EXPECT_EQ(layer_->alloc_at(at + kPage, kPage).extent, nullptr);  // inside, not at the start
+  int on_stack = 0;
+  EXPECT_EQ(layer_->alloc_at(align_down(addr(&on_stack), kPage), kPage).extent, nullptr);
+  EXPECT_GE(layer_->stats().alloc_at_refusals, 4u);
+  EXPECT_NE(layer_->alloc_at(at, 2 * kPage).extent, nullptr);  // and still there to take
+  layer_->free(a);
+  layer_->free(guard);
+}
+
+TEST_F(ChunkTest, GrowTakesTheFreeNeighbour) {
+  Extent* a = alloc(4 * kPage);
+  Extent* b = alloc(8 * kPage);
+  Extent* guard = alloc(kPage);
+  std::memset(ptr(a->base), 'g', 4 * kPage);
+  layer_->free(b);
+  size_t before = syscalls();
+  chunk::GrowResult r = layer_->grow(a, 10 * kPage, true);
+  EXPECT_EQ(r.path, GrowPath::kNeighbour);
+  EXPECT_EQ(a->size, 10 * kPage);
+  EXPECT_EQ(static_cast<char*>(ptr(a->base))[4 * kPage - 1], 'g');
+  EXPECT_EQ(layer_->lookup(ptr(a->end() - kPage)), a);
+  EXPECT_EQ(syscalls(), before);
+  // Busy neighbour: refused, unchanged, and no mapping is attempted over it.
+  EXPECT_EQ(layer_->grow(a, 20 * kPage, true).path, GrowPath::kRefused);
+  EXPECT_EQ(a->size, 10 * kPage);
+  layer_->free(a);
+  layer_->free(guard);
+}
+
+TEST_F(ChunkTest, GrowMapsFreshSpacePastTheLastReservation) {
+  make(2 * kMiB);
+  Extent* a = alloc(2 * kMiB);  // the whole reservation
+  std::memset(ptr(a->base), 'm', 2 * kMiB);
+  chunk::GrowResult r = layer_->grow(a, 3 * kMiB, true);
+  ASSERT_EQ(r.path, GrowPath::kMapped);
+  EXPECT_TRUE(r.zeroed);
+  EXPECT_EQ(a->size, 3 * kMiB);
+  static_cast<char*>(ptr(a->base))[3 * kMiB - 1] = 'z';
+  EXPECT_EQ(static_cast<char*>(ptr(a->base))[0], 'm');
+  // The mapping was rounded to a huge page: the rest is a free neighbour now.
+  EXPECT_EQ(layer_->grow(a, 4 * kMiB, false).path, GrowPath::kNeighbour);
+  layer_->free(a);
+}
+
+TEST_F(ChunkTest, GrowNeverClobbersAForeignMapping) {
+  make(2 * kMiB);
+  Extent* a = alloc(2 * kMiB);
+  void* foreign = ::mmap(ptr(a->end()), kPage, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  ASSERT_EQ(foreign, ptr(a->end()));
+  static_cast<char*>(foreign)[0] = 'f';
+  EXPECT_EQ(layer_->grow(a, 4 * kMiB, true).path, GrowPath::kRefused);
+  EXPECT_EQ(static_cast<char*>(foreign)[0], 'f');
+  EXPECT_EQ(a->size, 2 * kMiB);
+  ::munmap(foreign, kPage);
+  layer_->free(a);
+}
+
+TEST_F(ChunkTest, FailedMapAtLeavesTheExtentUnchanged) {
+  make(2 * kMiB);
+  Extent* a = alloc(2 * kMiB);
+  kernel_.fail(Sys::kMmap, ENOMEM);
+  EXPECT_EQ(layer_->grow(a, 4 * kMiB, true).path, GrowPath::kRefused);
+  EXPECT_EQ(a->size, 2 * kMiB);
+  EXPECT_EQ(layer_->grow(a, 4 * kMiB, true).path, GrowPath::kMapped);  // and works once the kernel does
+  layer_->free(a);
+}
+
+TEST_F(ChunkTest, ShrinkReturnsTheTailThenRegrow) {
+  Extent* a = alloc(16 * kPage);
+  Extent* guard = alloc(kPage);
+  uintptr_t base = a->base;
+  std::memset(ptr(base), 's', 16 * kPage);
+  ASSERT_TRUE(layer_->shrink(a, 4 * kPage));
+  EXPECT_EQ(a->size, 4 * kPage);
+  Extent* tail = layer_->lookup(ptr(base + 4 * kPage));
+  ASSERT_NE(tail, nullptr);
+  EXPECT_EQ(tail->state, ExtentState::kDirty);
+  EXPECT_EQ(tail->size, 12 * kPage);
+  EXPECT_FALSE(layer_->shrink(a, 4 * kPage));  // not smaller
+  EXPECT_FALSE(layer_->shrink(a, 0));
+  EXPECT_EQ(layer_->grow(a, 16 * kPage, false).path, GrowPath::kNeighbour);
+  EXPECT_EQ(static_cast<char*>(ptr(base))[16 * kPage - 1], 's');
+  layer_->free(a);
+  layer_->free(guard);
+}
+
+TEST_F(ChunkTest, DecayPurgesOnlyAfterTheDecayTime) {
+  Extent* e = alloc(8 * kPage);
+  uintptr_t base = e->base;
+  std::memset(ptr(base), 'd', 8 * kPage);
+  layer_->free(e);
+  clock_.advance_ms(500);
+  EXPECT_EQ(layer_->decay(), 0u);
+  EXPECT_EQ(layer_->stats().dirty, 8 * kPage);
+  EXPECT_EQ(static_cast<char*>(ptr(base))[0], 'd');
+  clock_.advance_ms(600);
+  EXPECT_EQ(layer_->decay(), 8 * kPage);
+  chunk::ChunkStats s = layer_->stats();
+  EXPECT_EQ(s.dirty, 0u);
+  EXPECT_EQ(s.purged_bytes, 8 * kPage);
+  EXPECT_EQ(static_cast<char*>(ptr(base))[0], 0);
+  // A purged extent is handed out as zeroed.
+  Allocation a = layer_->alloc(8 * kPage);
+  EXPECT_TRUE(a.zeroed);
+}
+
+TEST_F(ChunkTest, DecayRunsFromTheFreePath) {
+  Extent* old = alloc(8 * kPage);
+  Extent* guard = alloc(kPage);  // keeps `old` and `e` from coalescing
+  Extent* e = alloc(kPage);
+  layer_->free(old);
+  clock_.advance_ms(1500);
+  size_t before = os_->counters().get(os::Call::kMadvise);
+  layer_->free(e);  // notices that `old` is past its decay time
+  EXPECT_EQ(os_->counters().get(os::Call::kMadvise) - before, 1u);
+  EXPECT_EQ(layer_->stats().dirty, kPage);
+  layer_->free(guard);
+}
+
+class ChunkHysteresis : public ChunkTest, public ::testing::WithParamInterface<size_t> {};
+
+TEST_P(ChunkHysteresis, DrainAndRefillMakesNoSyscalls) {
+  const size_t size = GetParam();
+  Extent* warm = alloc(size);
+  layer_->free(warm);
+  size_t before = syscalls();
+  for (int i = 0; i < 10000; i++) {
+    Extent* e = alloc(size);
+    static_cast<char*>(ptr(e->base))[0] = 1;
+    layer_->free(e);
+    if (i % 10 == 0) clock_.advance_ms(1);  // 1 s of decay passes during the loop
+  }
+  EXPECT_EQ(syscalls(), before);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, ChunkHysteresis, ::testing::Values(kPage, 16 * kPage, kMiB, 8 * kMiB));
+
+class ChunkBatchPurge : public ChunkTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(ChunkBatchPurge, TrimPurgesInBatches) {
+  const bool batch_works = GetParam();
+  if (!batch_works) kernel_.process_madvise_errno = ENOSYS;
+  make();
+  ASSERT_EQ(os_->features().batch_purge, batch_works);
+  // 40 dirty extents that cannot coalesce: every other one stays busy.
+  std::vector<Extent*> v;
+  for (int i = 0; i < 80; i++) v.push_back(alloc(2 * kPage));
+  for (int i = 0; i < 80; i += 2) {
+    std::memset(ptr(v[i]->base), 'p', 2 * kPage);
+    layer_->free(v[i]);
+  }
+  os_->counters().reset();
+  EXPECT_EQ(layer_->trim(), 40 * 2 * kPage);
+  const size_t n = 40;
+  if (batch_works) {
+    EXPECT_EQ(os_->counters().get(os::Call::kProcessMadvise), (n + os::kPurgeBatch - 1) / os::kPurgeBatch);
+    EXPECT_EQ(os_->counters().get(os::Call::kMadvise), 0u);
+  } else {
+    EXPECT_EQ(os_->counters().get(os::Call::kMadvise), n);
+  }
+  for (int i = 0; i < 80; i += 2) EXPECT_EQ(static_cast<char*>(ptr(v[i]->base))[0], 0);
+  EXPECT_EQ(layer_->stats().dirty, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(WithAndWithoutProcessMadvise, ChunkBatchPurge, ::testing::Bool());
+
+TEST_F(ChunkTest, FailedPurgeKeepsExtentsDirtyAndUsable) {
+  kernel_.process_madvise_errno = ENOSYS;
+  make();
+  Extent* a = alloc(4 * kPage);
+  Extent* guard = alloc(kPage);
+  Extent* b = alloc(4 * kPage);
+  uintptr_t ab = a->base;
+  std::memset(ptr(ab), 'k', 4 * kPage);
+  layer_->free(a);
+  layer_->free(b);
+  kernel_.fail(Sys::kMadvise, ENOMEM, 1);
+  EXPECT_EQ(layer_->trim(), 0u);
+  chunk::ChunkStats s = layer_->stats();
+  EXPECT_EQ(s.dirty, 4 * kPage + b->size);  // b coalesced with the reservation's dirty rest, if any
+  EXPECT_EQ(static_cast<char*>(ptr(ab))[0], 'k');
+  // Nothing was lost: the extent is handed out again, and purges once the kernel agrees.
+  EXPECT_EQ(layer_->alloc_at(ab, 4 * kPage).extent->base, ab);
+  layer_->free(layer_->lookup(ptr(ab)));
+  EXPECT_EQ(layer_->trim(), s.dirty);
+  layer_->free(guard);
+}
+
+TEST_F(ChunkTest, FailedReservationIsCleanAndRetryable) {
+  kernel_.fail(Sys::kMmap, ENOMEM, 8);
+  EXPECT_EQ(layer_->alloc(kPage).extent, nullptr);
+  chunk::ChunkStats s = layer_->stats();
+  EXPECT_EQ(s.reserved, 0u);
+  EXPECT_EQ(s.active, 0u);
+  kernel_.clear_failures();
+  EXPECT_NE(layer_->alloc(kPage).extent, nullptr);
+}
+
+TEST_F(ChunkTest, OccupiedHintsAreSkipped) {
+  chunk::Options o;
+  o.reservation = 4 * kMiB;
+  o.first_hint = uintptr_t{3} << 40;
+  void* squatter = ::mmap(ptr(o.first_hint), kPage, PROT_READ,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  ASSERT_EQ(squatter, ptr(o.first_hint));
+  ChunkLayer layer(*os_, clock_, o);
+  Extent* e = layer.alloc(kPage).extent;
+  ASSERT_NE(e, nullptr);
+  EXPECT_GE(e->base, o.first_hint + o.reservation);
+  EXPECT_TRUE(is_aligned(e->base, kHugePage));
+  ::munmap(squatter, kPage);
+  layer.free(e);
+}
+
+TEST_F(ChunkTest, StrictOvercommitCommitsOnlyWhatIsHandedOut) {
+  kernel_.overcommit = "2\n";
+  make();
+  ASSERT_TRUE(os_->features().strict_overcommit);
+  kernel_.reset_calls();
+  Allocation a = layer_->alloc(4 * kPage);
+  ASSERT_NE(a.extent, nullptr);
+  std::memset(ptr(a.extent->base), 1, 4 * kPage);
+  auto calls = kernel_.calls();
+  size_t committed = 0;
+  for (const auto& c : calls)
+    if (c.sys == Sys::kMprotect && addr(c.addr) >= a.extent->base && addr(c.addr) < a.extent->end())
+      committed += c.len;
+  EXPECT_EQ(committed, 4 * kPage);
+  // A refused commit hands nothing out and loses nothing.
+  kernel_.fail(Sys::kMprotect, ENOMEM);
+  EXPECT_EQ(layer_->alloc(4 * kPage).extent, nullptr);
+  EXPECT_NE(layer_->alloc(4 * kPage).extent, nullptr);
+  // Committed memory comes back committed and is reused without a syscall.
+  layer_->free(a.extent);
+  kernel_.reset_calls();
+  EXPECT_NE(layer_->alloc(4 * kPage).extent, nullptr);
+  EXPECT_EQ(kernel_.calls().size(), 0u);
+}
+
+TEST_F(ChunkTest, StrictOvercommitPartialCommit) {
+  kernel_.overcommit = "2\n";
+  make();
+  Allocation a = layer_->alloc(64 * kPage, kPage, 4 * kPage);
+  ASSERT_NE(a.extent, nullptr);
+  // Only the committed prefix is handed out as usable; free it with its commit size.
+  EXPECT_EQ(a.extent->size, 4 * kPage);
+  layer_->free(a.extent, 4 * kPage);
+}
+
+TEST_F(ChunkTest, LookupFindsBoundariesAndMappedInteriors) {
+  Extent* e = alloc(8 * kPage);
+  EXPECT_EQ(layer_->lookup(ptr(e->base)), e);
+  EXPECT_EQ(layer_->lookup(ptr(e->base + 123)), e);
+  EXPECT_EQ(layer_->lookup(ptr(e->end() - 1)), e);
+  EXPECT_NE(layer_->lookup(ptr(e->base + 3 * kPage)), e);
+  ASSERT_TRUE(layer_->map_interior(e));
+  for (size_t i = 0; i < 8; i++) EXPECT_EQ(layer_->lookup(ptr(e->base + i * kPage + 5)), e);
+  uintptr_t base = e->base;
+  layer_->free(e);
+  // Freed: interior pages no longer claim to belong to an active extent.
+  for (size_t i = 1; i < 7; i++) {
+    Extent* x = layer_->lookup(ptr(base + i * kPage));
+    EXPECT_TRUE(x == nullptr || x->is_free());
+  }
+}
+
+TEST_F(ChunkTest, ForgetDropsAMovedExtent) {
+  Extent* e = alloc(4 * kPage);
+  uintptr_t base = e->base;
+  size_t reserved = layer_->stats().reserved;
+  // As the huge layer does after mremap moved the pages away:
+  ASSERT_TRUE(os_->unmap(ptr(base), 4 * kPage));
+  layer_->forget(e);
+  EXPECT_EQ(layer_->lookup(ptr(base)), nullptr);
+  EXPECT_EQ(layer_->stats().reserved, reserved - 4 * kPage);
+  EXPECT_EQ(layer_->stats().active, 0u);
+}
+
+TEST_F(ChunkTest, StatsAddUp) {
+  Extent* a = alloc(4 * kPage);
+  Extent* b = alloc(8 * kPage);
+  layer_->free(a);
+  chunk::ChunkStats s = layer_->stats();
+  EXPECT_EQ(s.active, 8 * kPage);
+  EXPECT_EQ(s.active + s.dirty + s.clean, s.reserved);
+  layer_->free(b);
+  s = layer_->stats();
+  EXPECT_EQ(s.active, 0u);
+  EXPECT_EQ(s.dirty + s.clean, s.reserved);
+}
+
+TEST(ChunkStress, ThreadsAllocFreeAndGrowConcurrently) {
+  FakeKernel kernel;
+  os::Os os(kernel);
+  FakeClock clock;
+  chunk::Options o;
+  o.decay_ns = 5 * 1000000ull;
+  o.reservation = 16 * kMiB;
+  ChunkLayer layer(os, clock, o);
+  constexpr int kThreads = 4;
+  constexpr int kOps = 4000;
+  std::vector<std::thread> threads;
+  std::atomic<int> errors{0};
+  for (int t = 0; t < kThreads; t++) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(t);
+      std::vector<Extent*> mine;
+      const unsigned char tag = static_cast<unsigned char>(t + 1);
+      auto check = [&](Extent* e) {
+        auto* p = static_cast<unsigned char*>(ptr(e->base));
+        if (p[0] != tag || p[e->size - 1] != tag || layer.lookup(p) != e) errors++;
+      };
+      for (int i = 0; i < kOps; i++) {
+        unsigned op = rng() % 8;
+        if (op < 4 || mine.empty()) {
+          size_t pages = 1 + rng() % 64;
+          Extent* e = layer.alloc(pages * kPage, op == 0 ? 16 * kPage : kPage).extent;
+          if (e == nullptr) {
+            errors++;
+            continue;
+          }
+          auto* p = static_cast<unsigned char*>(ptr(e->base));
+          p[0] = tag;
+          p[e->size - 1] = tag;
+          mine.push_back(e);
+        } else if (op == 4) {
+          Extent* e = mine[rng() % mine.size()];
+          check(e);
+          size_t old = e->size;
+          if (layer.grow(e, old + kPage * (1 + rng() % 8), true).path != GrowPath::kRefused) {
+            auto* p = static_cast<unsigned char*>(ptr(e->base));
+            p[e->size - 1] = tag;
+          }
+        } else if (op == 5) {
+          clock.advance_ms(1);
+          (void)layer.decay();
+        } else {
+          size_t k = rng() % mine.size();
+          check(mine[k]);
+          layer.free(mine[k]);
+          mine[k] = mine.back();
+          mine.pop_back();
+        }
+      }
+      for (Extent* e : mine) {
+        check(e);
+        layer.free(e);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(errors.load(), 0);
+  chunk::ChunkStats s = layer.stats();
+  EXPECT_EQ(s.active, 0u);
+  EXPECT_EQ(s.dirty + s.clean, s.reserved);
+}
+
+}  // namespace
+}  // namespace ductile
