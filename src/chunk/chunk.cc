@@ -114,6 +114,8 @@ void ChunkLayer::insert_free(Extent* e, ExtentState state) noexcept {
   }
   e->state = state;
   e->owner = nullptr;
+  e->kind = ExtentKind::kNone;
+  e->usable = 0;
   (void)page_map_.set_boundaries(e);  // nodes exist since the range was reserved
   set.insert(e);
 }
@@ -161,7 +163,9 @@ bool ChunkLayer::commit_carved(Extent* e, size_t commit) noexcept {
     // Only a prefix is committed: the rest goes back as uncommitted space.
     Extent* rest = new_extent(e->base + n, e->size - n, ExtentState::kClean, false);
     if (rest == nullptr) {
-      e->committed = true;  // keep the whole extent; the tail is simply not used yet
+      // No record for the tail: commit it too, so the extent is what its flag says.
+      if (!os_.commit(ptr(e->base + n), e->size - n)) return false;
+      e->committed = true;
       return true;
     }
     e->size = n;
@@ -268,65 +272,106 @@ Allocation ChunkLayer::alloc_at(uintptr_t a, size_t size) noexcept {
 GrowResult ChunkLayer::grow(Extent* e, size_t new_size, bool may_map) noexcept {
   if (e == nullptr || e->state != ExtentState::kActive || !valid_size(new_size) || new_size <= e->size)
     return {};
-  size_t need = new_size - e->size;
-  uintptr_t a = e->end();
-  if (a + need < a || !PageMap::in_range(a + need)) return {};
+  const uintptr_t start = e->end();
+  const uintptr_t end = e->base + new_size;
+  if (end < start || !PageMap::in_range(end)) return {};
+  const bool strict = os_.features().strict_overcommit;
   LockGuard g(lock_);
-  Extent* n = page_map_.lookup(a);
-  if (n != nullptr) {
-    if (n->base != a || n->size < need ||
-        (n->state != ExtentState::kDirty && n->state != ExtentState::kClean)) {
+  // The run of free extents from e's end towards `end`. Dirty and clean
+  // extents never coalesce, so a block that grows past what was faulted in
+  // last time meets a dirty extent followed by a clean one: take them all.
+  uintptr_t cur = start;
+  bool zeroed = true;
+  while (cur < end) {
+    Extent* n = page_map_.lookup(cur);
+    if (n == nullptr) break;  // not ours from here on
+    if (n->base != cur || (n->state != ExtentState::kDirty && n->state != ExtentState::kClean)) {
       stats_.alloc_at_refusals++;
       return {};
     }
-    bool zeroed = n->state == ExtentState::kClean;
-    set_for(n->state).remove(n);
-    n = carve(n, a, need);
-    if (n == nullptr) return {};
-    if (!commit_carved(n, SIZE_MAX)) {
-      insert_free(n, ExtentState::kClean);
+    zeroed = zeroed && n->state == ExtentState::kClean;
+    cur = n->end();
+  }
+  const uintptr_t run_end = cur < end ? cur : end;  // [start, run_end) comes from free extents
+  // Past the run the address is not ours: map fresh space exactly there, in
+  // whole huge pages so the next growth finds a free neighbour.
+  size_t map = 0;
+  if (cur < end) {
+    if (!may_map) {
+      stats_.alloc_at_refusals++;
       return {};
     }
-    (void)page_map_.set_range(a, kPage, e);  // old boundary page, interior now
-    bool interior = e->interior_mapped;
-    e->size = new_size;
-    recycle(n);
-    if (interior) (void)page_map_.set_range(a, need, e);
-    (void)page_map_.set_boundaries(e);
-    stats_.active += need;
-    stats_.alloc_at_hits++;
-    return {GrowPath::kNeighbour, zeroed};
+    map = align_up(end - cur, kHugePage);
+    if (map == 0 || cur + map < cur || !PageMap::in_range(cur + map)) return {};
   }
-  if (!may_map) return {};
-  // Not ours: map fresh space exactly there, in whole huge pages so the next
-  // growth finds a free neighbour.
-  size_t map = align_up(need, kHugePage);
-  if (map == 0 || a + map < a || !PageMap::in_range(a + map)) return {};
-  if (!page_map_.ensure(a, map)) return {};
-  if (os_.reserve_at(ptr(a), map) != os::MapStatus::kMapped) return {};
-  bool strict = os_.features().strict_overcommit;
-  Extent* rest = nullptr;
-  if (map > need) {
-    rest = new_extent(a + need, map - need, ExtentState::kClean, !strict);
-    if (rest == nullptr) {
-      (void)os_.unmap(ptr(a), map);
-      return {};
-    }
+  // Everything that can fail comes first, so that a refusal changes nothing.
+  Extent* tail = nullptr;  // the last free extent's part past `end`
+  Extent* rest = nullptr;  // the new mapping's part past `end`
+  if (map == 0 && cur > end) {
+    tail = new_extent(end, cur - end, ExtentState::kClean, true);
+    if (tail == nullptr) return {};
+  } else if (map > end - cur) {
+    rest = new_extent(end, cur + map - end, ExtentState::kClean, !strict);
+    if (rest == nullptr) return {};
   }
-  if (strict && !os_.commit(ptr(a), need)) {
+  auto undo = [&] {
+    if (tail) recycle(tail);
     if (rest) recycle(rest);
-    (void)os_.unmap(ptr(a), map);
-    return {};
+    return GrowResult{};
+  };
+  if (strict) {
+    // Commit the uncommitted free pieces. One that fails leaves the pieces
+    // before it committed but marked uncommitted: a later commit of them is
+    // a harmless repeat.
+    for (uintptr_t a = start; a < run_end;) {
+      Extent* n = page_map_.lookup(a);
+      uintptr_t to = n->end() < end ? n->end() : end;
+      if (!n->committed && !os_.commit(ptr(a), to - a)) return undo();
+      a = n->end();
+    }
   }
-  stats_.reserved += map;
-  stats_.reservations++;
-  advance_cursor(a + map);
+  if (map != 0) {
+    if (!page_map_.ensure(cur, map)) return undo();
+    if (os_.reserve_at(ptr(cur), map) != os::MapStatus::kMapped) return undo();
+    if (strict && !os_.commit(ptr(cur), end - cur)) {
+      (void)os_.unmap(ptr(cur), map);
+      return undo();
+    }
+  }
+  // Take the run: each piece's boundary pages are e's interior (or its new
+  // last page) now; the last piece's part past `end` stays free.
+  for (uintptr_t a = start; a < run_end;) {
+    Extent* n = page_map_.lookup(a);
+    uintptr_t n_end = n->end();
+    set_for(n->state).remove(n);
+    (void)page_map_.set_range(n->base, kPage, e);
+    if (n_end > end) {
+      tail->base = end;
+      tail->size = n_end - end;
+      tail->state = n->state;
+      tail->committed = n->committed;
+      tail->freed_ns = n->freed_ns;
+      (void)page_map_.set_boundaries(tail);
+      set_for(tail->state).insert(tail);
+      tail = nullptr;
+    } else {
+      (void)page_map_.set_range(n_end - kPage, kPage, e);
+    }
+    recycle(n);
+    a = n_end;
+  }
+  if (map != 0) {
+    stats_.reserved += map;
+    stats_.reservations++;
+    advance_cursor(cur + map);
+  }
   e->size = new_size;
-  if (e->interior_mapped) (void)page_map_.set_range(a, need, e);
+  if (e->interior_mapped) (void)page_map_.set_range(start, end - start, e);
   (void)page_map_.set_boundaries(e);
   if (rest) insert_free(rest, ExtentState::kClean);
-  stats_.active += need;
-  return {GrowPath::kMapped, true};
+  stats_.active += end - start;
+  if (run_end > start) stats_.alloc_at_hits++;
+  return {map != 0 ? GrowPath::kMapped : GrowPath::kNeighbour, zeroed};
 }
 
 bool ChunkLayer::shrink(Extent* e, size_t new_size) noexcept {
@@ -352,9 +397,12 @@ void ChunkLayer::free(Extent* e, size_t committed) noexcept {
     stats_.active -= e->size;
     stats_.frees++;
     clear_interior(e);
-    if (os_.features().strict_overcommit && committed < e->size) {
+    if (committed < e->size) {
+      // Never committed (strict overcommit: PROT_NONE) or never written
+      // (normal mode: still zero): clean, not dirty.
+      const bool strict = os_.features().strict_overcommit;
       size_t n = align_up(committed, kPage);
-      Extent* rest = n < e->size ? new_extent(e->base + n, e->size - n, ExtentState::kActive, false) : nullptr;
+      Extent* rest = n < e->size ? new_extent(e->base + n, e->size - n, ExtentState::kActive, !strict) : nullptr;
       if (rest != nullptr) {
         e->size = n;
         insert_free(rest, ExtentState::kClean);
@@ -385,11 +433,52 @@ bool ChunkLayer::map_interior(Extent* e) noexcept {
   return true;
 }
 
+ChunkLayer::PurgeResult ChunkLayer::purge_marked(Extent* const* batch, size_t n) noexcept {
+  DUCTILE_CHECK(n <= os::kPurgeBatch);
+  os::Range ranges[os::kPurgeBatch] = {};
+  for (size_t i = 0; i < n; i++) ranges[i] = {ptr(batch[i]->base), batch[i]->size};
+  size_t done = os_.purge(ranges, n);
+  size_t total = 0;
+  LockGuard g(lock_);
+  for (size_t i = 0; i < n; i++) {
+    if (i < done) {
+      total += batch[i]->size;
+      stats_.purged_bytes += batch[i]->size;
+      stats_.purges++;
+      insert_free(batch[i], ExtentState::kClean);
+    } else {
+      insert_free(batch[i], ExtentState::kDirty);  // kept, not lost; tried again later
+    }
+  }
+  return {total, done == n};
+}
+
+void ChunkLayer::release(Extent* const* v, size_t n) noexcept {
+  uint64_t now = clock_.now_ns();
+  while (n > 0) {
+    size_t k = n < os::kPurgeBatch ? n : os::kPurgeBatch;
+    {
+      LockGuard g(lock_);
+      for (size_t i = 0; i < k; i++) {
+        Extent* e = v[i];
+        DUCTILE_CHECK(e != nullptr && e->state == ExtentState::kActive);
+        stats_.active -= e->size;
+        stats_.frees++;
+        clear_interior(e);
+        e->freed_ns = now;
+        e->state = ExtentState::kPurging;
+      }
+    }
+    (void)purge_marked(v, k);
+    v += k;
+    n -= k;
+  }
+}
+
 size_t ChunkLayer::purge_dirty(uint64_t min_age_ns) noexcept {
   size_t total = 0;
   for (;;) {
     Extent* batch[os::kPurgeBatch];
-    os::Range ranges[os::kPurgeBatch];
     size_t n = 0;
     uint64_t now = clock_.now_ns();
     {
@@ -399,27 +488,15 @@ size_t ChunkLayer::purge_dirty(uint64_t min_age_ns) noexcept {
         if (now - e->freed_ns >= min_age_ns || min_age_ns == 0) {
           dirty_.remove(e);
           e->state = ExtentState::kPurging;  // unavailable until the batch completes
-          batch[n] = e;
-          ranges[n] = {ptr(e->base), e->size};
-          n++;
+          batch[n++] = e;
         }
         e = next;
       }
     }
     if (n == 0) return total;
-    size_t done = os_.purge(ranges, n);
-    LockGuard g(lock_);
-    for (size_t i = 0; i < n; i++) {
-      if (i < done) {
-        total += batch[i]->size;
-        stats_.purged_bytes += batch[i]->size;
-        stats_.purges++;
-        insert_free(batch[i], ExtentState::kClean);
-      } else {
-        insert_free(batch[i], ExtentState::kDirty);  // kept, not lost; tried again later
-      }
-    }
-    if (done < n) return total;
+    PurgeResult r = purge_marked(batch, n);
+    total += r.bytes;
+    if (!r.complete) return total;  // the kernel refused: try again at the next decay
   }
 }
 

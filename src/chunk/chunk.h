@@ -89,15 +89,24 @@ class ChunkLayer {
   // The free extent that starts exactly at `a`, cut to `size` bytes; refused
   // (extent == nullptr) when no free extent of at least that size starts there.
   [[nodiscard]] Allocation alloc_at(uintptr_t a, size_t size) noexcept;
-  // Grows active extent `e` in place to `new_size`, from the free neighbour
-  // starting at e->end(), or (if `may_map` and that address is not ours) by
-  // reserving fresh space there. e is unchanged when refused.
+  // Grows active extent `e` in place to `new_size`, from the run of free
+  // extents (dirty and clean alike) starting at e->end(), and (if `may_map`
+  // and the address past the run is not ours) by reserving fresh space there.
+  // kMapped when a mapping was made, else kNeighbour; zeroed when every piece
+  // taken was clean or fresh. Refused, with e unchanged, when a busy extent is
+  // in the way. In strict overcommit mode the added bytes are committed.
   [[nodiscard]] GrowResult grow(Extent* e, size_t new_size, bool may_map) noexcept;
   // Returns the tail of active extent `e` beyond `new_size` as a dirty free extent.
   [[nodiscard]] bool shrink(Extent* e, size_t new_size) noexcept;
-  // Retains `e` as a dirty free extent. In strict overcommit mode, bytes past
-  // `committed` were never committed and go back as clean, uncommitted space.
+  // Retains `e` as a dirty free extent. Bytes past `committed` go back clean:
+  // in strict overcommit mode they were never committed (and stay so); in
+  // normal mode the caller vouches that they were never written since they
+  // came clean (a huge span's untouched headroom).
   void free(Extent* e, size_t committed = SIZE_MAX) noexcept;
+  // Frees n active extents and purges them now (batched), rather than
+  // leaving them to decay: for memory that is known to be cold, such as what
+  // an exiting thread held. They come back as clean (zeroed) extents.
+  void release(Extent* const* v, size_t n) noexcept;
   // `e`'s pages were moved away by mremap: its range is no longer mapped.
   void forget(Extent* e) noexcept;
 
@@ -113,6 +122,7 @@ class ChunkLayer {
   size_t trim() noexcept;
 
   ChunkStats stats() const noexcept;
+  uint64_t now_ns() noexcept { return clock_.now_ns(); }
   os::Os& os() noexcept { return os_; }
   MetaAlloc& meta() noexcept { return meta_; }
   const Options& options() const noexcept { return options_; }
@@ -141,6 +151,13 @@ class ChunkLayer {
   // extent returned) when the kernel refuses.
   bool commit_carved(Extent* e, size_t commit) noexcept;
   size_t purge_dirty(uint64_t min_age_ns) noexcept;
+  // Purges extents already marked kPurging and out of every set (at most
+  // kPurgeBatch), then puts them back clean (or dirty, if the kernel refused).
+  struct PurgeResult {
+    size_t bytes;
+    bool complete;
+  };
+  PurgeResult purge_marked(Extent* const* batch, size_t n) noexcept;
   void maybe_decay() noexcept;
 
   os::Os& os_;

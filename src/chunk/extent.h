@@ -10,6 +10,14 @@
 
 namespace ductile::chunk {
 
+// Which upper layer an active extent belongs to (set by that layer).
+enum class ExtentKind : uint8_t {
+  kNone,    // free, or an owner that does not need telling apart
+  kSlab,    // small objects of one size class; owner is the slab header
+  kMedium,  // one medium block: a page run of a medium size class
+  kHuge,    // one huge block at the start of its span
+};
+
 enum class ExtentState : uint8_t {
   kActive,   // handed to an upper layer
   kDirty,    // free, retained: its pages may still be resident
@@ -34,8 +42,13 @@ struct Extent {
   Extent* next = nullptr;
   Extent* age_prev = nullptr;
   Extent* age_next = nullptr;
-  // Upper layer's metadata for an active extent (slab, huge span).
+  // Upper layer's data for an active extent: which layer, its own metadata,
+  // and the bytes the block may use (a medium block's class size; a huge
+  // block's size, the rest of the span being headroom).
+  ExtentKind kind = ExtentKind::kNone;
+  uint16_t size_class = 0;
   void* owner = nullptr;
+  size_t usable = 0;
 
   uintptr_t end() const { return base + size; }
   bool is_free() const { return state != ExtentState::kActive; }

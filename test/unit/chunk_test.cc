@@ -205,6 +205,107 @@ TEST_F(ChunkTest, GrowTakesTheFreeNeighbour) {
   layer_->free(guard);
 }
 
+TEST_F(ChunkTest, GrowTakesARunOfDirtyAndCleanNeighbours) {
+  Extent* a = alloc(4 * kPage);
+  Extent* b = alloc(4 * kPage);
+  Extent* c = alloc(8 * kPage);
+  Extent* guard = alloc(kPage);
+  uintptr_t cb = c->base;
+  std::memset(ptr(a->base), 'a', 4 * kPage);
+  std::memset(ptr(c->base), 'c', 8 * kPage);
+  layer_->free(b);
+  ASSERT_EQ(layer_->trim(), 4 * kPage);  // b is clean now; c, freed next, is dirty: they stay apart
+  layer_->free(c);
+  ASSERT_EQ(layer_->lookup(ptr(cb))->state, ExtentState::kDirty);
+  ASSERT_EQ(layer_->lookup(ptr(cb))->base, cb);
+  size_t before = syscalls();
+  chunk::GrowResult r = layer_->grow(a, 10 * kPage, false);  // all of b, two pages of c
+  ASSERT_EQ(r.path, GrowPath::kNeighbour);
+  EXPECT_FALSE(r.zeroed);  // part of it was dirty
+  EXPECT_EQ(syscalls(), before);
+  EXPECT_EQ(a->size, 10 * kPage);
+  EXPECT_EQ(layer_->lookup(ptr(a->end() - kPage)), a);
+  EXPECT_EQ(static_cast<char*>(ptr(a->base))[4 * kPage - 1], 'a');
+  EXPECT_EQ(static_cast<char*>(ptr(a->base))[9 * kPage], 'c');
+  // The rest of c is still free, dirty, right after a.
+  Extent* rest = layer_->lookup(ptr(a->end()));
+  ASSERT_NE(rest, nullptr);
+  EXPECT_EQ(rest->base, a->end());
+  EXPECT_EQ(rest->size, 6 * kPage);
+  EXPECT_EQ(rest->state, ExtentState::kDirty);
+  chunk::ChunkStats s = layer_->stats();
+  EXPECT_EQ(s.active + s.dirty + s.clean, s.reserved);
+  // And the last of the run joins too.
+  EXPECT_EQ(layer_->grow(a, 16 * kPage, false).path, GrowPath::kNeighbour);
+  EXPECT_EQ(layer_->lookup(ptr(a->end())), guard);
+  layer_->free(a);
+  layer_->free(guard);
+}
+
+TEST_F(ChunkTest, GrowAcrossARunStopsAtABusyExtentWithoutChanges) {
+  Extent* a = alloc(4 * kPage);
+  Extent* b = alloc(4 * kPage);
+  Extent* busy = alloc(4 * kPage);
+  uintptr_t bb = b->base;
+  layer_->free(b);
+  size_t before = syscalls();
+  EXPECT_EQ(layer_->grow(a, 10 * kPage, true).path, GrowPath::kRefused);
+  EXPECT_EQ(syscalls(), before);  // no mapping attempted over our own busy extent
+  EXPECT_EQ(a->size, 4 * kPage);
+  Extent* free_b = layer_->lookup(ptr(bb));
+  ASSERT_NE(free_b, nullptr);
+  EXPECT_TRUE(free_b->is_free());
+  EXPECT_EQ(free_b->size, 4 * kPage);
+  EXPECT_EQ(layer_->grow(a, 8 * kPage, false).path, GrowPath::kNeighbour);  // what is free still serves
+  layer_->free(a);
+  layer_->free(busy);
+}
+
+TEST_F(ChunkTest, GrowTakesTheRunThenMapsPastIt) {
+  make(2 * kMiB);
+  Extent* a = alloc(kMiB);
+  Extent* b = alloc(kMiB);  // the rest of the reservation
+  std::memset(ptr(a->base), 'r', kMiB);
+  layer_->free(b);
+  EXPECT_EQ(layer_->grow(a, 3 * kMiB, false).path, GrowPath::kRefused);  // the run ends short
+  EXPECT_EQ(a->size, kMiB);
+  size_t mmaps = os_->counters().get(os::Call::kMmap);
+  chunk::GrowResult r = layer_->grow(a, 3 * kMiB, true);
+  ASSERT_EQ(r.path, GrowPath::kMapped);
+  EXPECT_FALSE(r.zeroed);  // b was dirty
+  EXPECT_EQ(os_->counters().get(os::Call::kMmap) - mmaps, 1u);
+  EXPECT_EQ(a->size, 3 * kMiB);
+  static_cast<char*>(ptr(a->base))[3 * kMiB - 1] = 'z';
+  EXPECT_EQ(static_cast<char*>(ptr(a->base))[kMiB - 1], 'r');
+  EXPECT_EQ(layer_->lookup(ptr(a->end() - kPage)), a);
+  // Mapped in whole huge pages: the remaining MiB is a free neighbour.
+  EXPECT_EQ(layer_->grow(a, 4 * kMiB, false).path, GrowPath::kNeighbour);
+  chunk::ChunkStats s = layer_->stats();
+  EXPECT_EQ(s.active, 4 * kMiB);
+  EXPECT_EQ(s.reserved, 4 * kMiB);
+  layer_->free(a);
+}
+
+TEST_F(ChunkTest, StrictOvercommitGrowCommitsTheAddedBytesOnly) {
+  kernel_.overcommit = "2\n";
+  make();
+  Extent* a = alloc(4 * kPage);
+  std::memset(ptr(a->base), 'x', 4 * kPage);
+  kernel_.fail(Sys::kMprotect, ENOMEM);
+  EXPECT_EQ(layer_->grow(a, 8 * kPage, false).path, GrowPath::kRefused);
+  EXPECT_EQ(a->size, 4 * kPage);
+  kernel_.reset_calls();
+  ASSERT_EQ(layer_->grow(a, 8 * kPage, false).path, GrowPath::kNeighbour);
+  auto calls = kernel_.calls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].sys, Sys::kMprotect);
+  EXPECT_EQ(calls[0].addr, ptr(a->base + 4 * kPage));
+  EXPECT_EQ(calls[0].len, 4 * kPage);
+  std::memset(ptr(a->base + 4 * kPage), 'y', 4 * kPage);  // committed: writable
+  EXPECT_EQ(static_cast<char*>(ptr(a->base))[0], 'x');
+  layer_->free(a);
+}
+
 TEST_F(ChunkTest, GrowMapsFreshSpacePastTheLastReservation) {
   make(2 * kMiB);
   Extent* a = alloc(2 * kMiB);  // the whole reservation
@@ -414,6 +515,34 @@ TEST_F(ChunkTest, StrictOvercommitCommitsOnlyWhatIsHandedOut) {
   kernel_.reset_calls();
   EXPECT_NE(layer_->alloc(4 * kPage).extent, nullptr);
   EXPECT_EQ(kernel_.calls().size(), 0u);
+}
+
+TEST_F(ChunkTest, FreeReturnsAnUnwrittenTailClean) {
+  Extent* a = alloc(16 * kPage);
+  Extent* guard = alloc(kPage);
+  uintptr_t base = a->base;
+  std::memset(ptr(base), 'w', 4 * kPage);
+  layer_->free(a, 4 * kPage);  // only the first four pages were written
+  Extent* head = layer_->lookup(ptr(base));
+  Extent* tail = layer_->lookup(ptr(base + 4 * kPage));
+  ASSERT_NE(head, nullptr);
+  ASSERT_NE(tail, nullptr);
+  EXPECT_EQ(head->state, ExtentState::kDirty);
+  EXPECT_EQ(head->size, 4 * kPage);
+  EXPECT_EQ(tail->state, ExtentState::kClean);
+  EXPECT_EQ(tail->base, base + 4 * kPage);
+  EXPECT_EQ(tail->size, 12 * kPage);
+  EXPECT_EQ(layer_->stats().dirty, 4 * kPage);
+  // Handed out again as zeroed, without a system call.
+  size_t before = syscalls();
+  Allocation again = layer_->alloc_at(base + 4 * kPage, 12 * kPage);
+  ASSERT_NE(again.extent, nullptr);
+  EXPECT_TRUE(again.zeroed);
+  EXPECT_EQ(syscalls(), before);
+  layer_->free(again.extent);
+  layer_->free(guard);
+  chunk::ChunkStats s = layer_->stats();
+  EXPECT_EQ(s.active + s.dirty + s.clean, s.reserved);
 }
 
 TEST_F(ChunkTest, StrictOvercommitPartialCommit) {

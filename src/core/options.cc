@@ -1,0 +1,175 @@
+#include "core/options.h"
+
+#include <cstring>
+
+#include "small/size_classes.h"
+
+namespace ductile::core {
+
+namespace {
+
+bool parse_u64(const char* s, size_t n, uint64_t* out) {
+  if (n == 0) return false;
+  uint64_t v = 0;
+  size_t i = 0;
+  for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+    uint64_t d = static_cast<uint64_t>(s[i] - '0');
+    if (v > (UINT64_MAX - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  if (i == 0) return false;
+  // Optional size suffix: k, m, g (powers of 1024).
+  if (i + 1 == n) {
+    unsigned shift = 0;
+    switch (s[i]) {
+      case 'k': case 'K': shift = 10; break;
+      case 'm': case 'M': shift = 20; break;
+      case 'g': case 'G': shift = 30; break;
+      default: return false;
+    }
+    if (v > (UINT64_MAX >> shift)) return false;
+    v <<= shift;
+    i++;
+  }
+  if (i != n) return false;
+  *out = v;
+  return true;
+}
+
+bool parse_bool(const char* s, size_t n, bool* out) {
+  if ((n == 4 && !std::strncmp(s, "true", 4)) || (n == 1 && s[0] == '1')) return *out = true, true;
+  if ((n == 5 && !std::strncmp(s, "false", 5)) || (n == 1 && s[0] == '0')) return *out = false, true;
+  return false;
+}
+
+bool set_decay(Options& o, const char* v, size_t n) {
+  uint64_t x;
+  if (!parse_u64(v, n, &x) || x > UINT64_MAX / 1000000u) return false;
+  o.decay_ms = x;
+  return true;
+}
+bool set_thp(Options& o, const char* v, size_t n) {
+  if (n == 4 && !std::strncmp(v, "auto", 4)) o.thp = huge::ThpPolicy::kAuto;
+  else if (n == 6 && !std::strncmp(v, "always", 6)) o.thp = huge::ThpPolicy::kAlways;
+  else if (n == 5 && !std::strncmp(v, "never", 5)) o.thp = huge::ThpPolicy::kNever;
+  else return false;
+  return true;
+}
+bool set_threshold(Options& o, const char* v, size_t n) {
+  uint64_t x;
+  // Below the largest small class there would be no medium classes left;
+  // above the class table there are no classes to round to.
+  if (!parse_u64(v, n, &x) || x <= small::kMaxSmall || x > small::kMaxClassSize) return false;
+  o.huge_threshold = align_up(x, kPage);
+  return true;
+}
+bool set_tcache(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.tcache); }
+bool set_stats_print(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.stats_print); }
+
+struct Entry {
+  const char* name;
+  bool (*set)(Options&, const char*, size_t);
+};
+
+constexpr Entry kTable[] = {
+    {"decay_ms", set_decay},
+    {"thp", set_thp},
+    {"huge_threshold", set_threshold},
+    {"tcache", set_tcache},
+    {"stats_print", set_stats_print},
+};
+
+void warn_entry(const char* what, const char* s, size_t n) {
+  char buf[160];
+  size_t len = 0;
+  auto put = [&](const char* t, size_t k) {
+    for (size_t i = 0; i < k && len + 1 < sizeof buf; i++) buf[len++] = t[i];
+  };
+  put("DUCTILE_CONF: ", 14);
+  put(what, std::strlen(what));
+  put(" \"", 2);
+  put(s, n > 64 ? 64 : n);
+  put("\" ignored", 9);
+  buf[len] = '\0';
+  warn(buf);
+}
+
+void u64_to_string(uint64_t v, char* buf, size_t n) {
+  char tmp[24];
+  size_t len = 0;
+  do {
+    tmp[len++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v);
+  size_t i = 0;
+  for (; i < len && i + 1 < n; i++) buf[i] = tmp[len - 1 - i];
+  if (n) buf[i] = '\0';
+}
+
+}  // namespace
+
+size_t parse_options(const char* conf, Options& opts) noexcept {
+  if (conf == nullptr) return 0;
+  size_t rejected = 0;
+  const char* p = conf;
+  while (*p) {
+    const char* end = std::strchr(p, ',');
+    size_t len = end ? static_cast<size_t>(end - p) : std::strlen(p);
+    const char* colon = static_cast<const char*>(std::memchr(p, ':', len));
+    if (len == 0) {
+      // tolerate empty entries ("a:1,,b:2")
+    } else if (colon == nullptr) {
+      warn_entry("malformed entry", p, len);
+      rejected++;
+    } else {
+      size_t klen = static_cast<size_t>(colon - p);
+      const Entry* found = nullptr;
+      for (const Entry& e : kTable)
+        if (std::strlen(e.name) == klen && !std::strncmp(e.name, p, klen)) found = &e;
+      if (found == nullptr) {
+        warn_entry("unknown option", p, len);
+        rejected++;
+      } else if (!found->set(opts, colon + 1, len - klen - 1)) {
+        warn_entry("bad value for", p, len);
+        rejected++;
+      }
+    }
+    if (!end) break;
+    p = end + 1;
+  }
+  return rejected;
+}
+
+size_t option_count() noexcept { return sizeof kTable / sizeof kTable[0]; }
+
+const char* option_name(size_t i) noexcept { return i < option_count() ? kTable[i].name : nullptr; }
+
+bool set_option(Options& opts, const char* name, const char* value, size_t n) noexcept {
+  for (const Entry& e : kTable) {
+    if (std::strcmp(e.name, name) != 0) continue;
+    Options tmp = opts;
+    if (!e.set(tmp, value, n)) return false;
+    opts = tmp;
+    return true;
+  }
+  return false;
+}
+
+bool option_to_string(const Options& o, const char* name, char* buf, size_t n) noexcept {
+  if (n == 0) return false;
+  auto copy = [&](const char* s) {
+    size_t i = 0;
+    for (; s[i] && i + 1 < n; i++) buf[i] = s[i];
+    buf[i] = '\0';
+  };
+  if (!std::strcmp(name, "decay_ms")) u64_to_string(o.decay_ms, buf, n);
+  else if (!std::strcmp(name, "huge_threshold")) u64_to_string(o.huge_threshold, buf, n);
+  else if (!std::strcmp(name, "thp"))
+    copy(o.thp == huge::ThpPolicy::kAuto ? "auto" : o.thp == huge::ThpPolicy::kAlways ? "always" : "never");
+  else if (!std::strcmp(name, "tcache")) copy(o.tcache ? "true" : "false");
+  else if (!std::strcmp(name, "stats_print")) copy(o.stats_print ? "true" : "false");
+  else return false;
+  return true;
+}
+
+}  // namespace ductile::core

@@ -1,0 +1,39 @@
+// Run-time options: one table, one parser. Sources, later ones winning: the
+// built-in defaults, the configure-time default (--with-malloc-conf), the
+// DUCTILE_CONF environment variable ("thp:never,decay_ms:2000").
+// A malformed entry prints one warning (without allocating) and is ignored.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "huge/huge.h"
+
+namespace ductile::core {
+
+struct Options {
+  uint64_t decay_ms = 10000;           // chunk::Options::decay_ns
+  huge::ThpPolicy thp = huge::ThpPolicy::kAuto;
+  size_t huge_threshold = kHugePage;   // huge::Options::threshold
+  bool tcache = true;                  // per-thread caches
+  bool stats_print = false;            // print statistics at exit (also DUCTILE_STATS=1)
+};
+
+// Parses "key:value,key:value" into `opts`. Returns the number of entries
+// rejected (each was warned about).
+size_t parse_options(const char* conf, Options& opts) noexcept;
+
+// Writes the option `name`'s value as text; false if there is no such option.
+bool option_to_string(const Options& opts, const char* name, char* buf, size_t n) noexcept;
+
+// The table's option names, in order (for mallctl "opt.*" and the stats
+// printer): option_name(i) for i < option_count().
+size_t option_count() noexcept;
+const char* option_name(size_t i) noexcept;
+
+// Sets one option from the text `value` (n bytes) with the table's parser.
+// False, with `opts` unchanged, for an unknown name or a bad value; warns
+// about nothing (the caller reports the error its own way).
+bool set_option(Options& opts, const char* name, const char* value, size_t n) noexcept;
+
+}  // namespace ductile::core

@@ -1,0 +1,513 @@
+#include "core/runtime.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+#include "core/stats.h"
+#include "os/kernel.h"
+
+namespace ductile::core {
+
+alignas(Runtime) unsigned char g_runtime[sizeof(Runtime)];
+std::atomic<bool> g_ready{false};
+__thread small::ThreadCache* t_cache __attribute__((tls_model("initial-exec"))) = nullptr;
+
+namespace {
+
+using chunk::Extent;
+using chunk::ExtentKind;
+using small::ThreadCache;
+
+// ---- bootstrap ---------------------------------------------------------
+// Memory for calls that reach us while this very thread is creating the
+// runtime (a libc function that allocates on first use). Never reused; a
+// 16-byte header holds the size for realloc and malloc_usable_size.
+constexpr size_t kBootstrapBytes = 64 * 1024;
+alignas(16) unsigned char g_bootstrap[kBootstrapBytes];
+std::atomic<size_t> g_bootstrap_used{0};
+
+bool is_bootstrap(const void* p) {
+  return addr(p) >= addr(g_bootstrap) && addr(p) < addr(g_bootstrap) + kBootstrapBytes;
+}
+
+void* bootstrap_alloc(size_t size) {
+  size_t need = align_up(size + 16, 16);
+  if (need == 0) return nullptr;
+  size_t off = g_bootstrap_used.fetch_add(need, std::memory_order_relaxed);
+  if (off + need > kBootstrapBytes) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  unsigned char* p = g_bootstrap + off;
+  std::memcpy(p, &size, sizeof size);
+  return p + 16;
+}
+
+size_t bootstrap_size(const void* p) {
+  size_t s;
+  std::memcpy(&s, static_cast<const unsigned char*>(p) - 16, sizeof s);
+  return s;
+}
+
+// ---- thread state ------------------------------------------------------
+enum ThreadState : uint8_t { kNoCache, kHasCache, kExiting };
+__thread uint8_t t_state __attribute__((tls_model("initial-exec"))) = kNoCache;
+__thread bool t_initialising __attribute__((tls_model("initial-exec"))) = false;
+
+Mutex g_init_lock;
+pthread_key_t g_cache_key;
+Mutex g_caches_lock;
+ThreadCache* g_live_caches = nullptr;
+ThreadCache* g_free_caches = nullptr;
+
+void thread_exit(void* arg) noexcept;
+void unlink_cache(ThreadCache* tc);
+void prefork() noexcept;
+void postfork_parent() noexcept;
+void postfork_child() noexcept;
+
+// ---- medium blocks -----------------------------------------------------
+void* medium_from_chunks(size_t cls, size_t align, bool zero) {
+  size_t size = small::class_size(cls);
+  chunk::Allocation a = rt().chunks.alloc(size, align < kPage ? kPage : align);
+  if (a.extent == nullptr) return nullptr;
+  Extent* e = a.extent;
+  e->kind = ExtentKind::kMedium;
+  e->size_class = static_cast<uint16_t>(cls);
+  e->usable = size;
+  if (zero && !a.zeroed) std::memset(ptr(e->base), 0, size);
+  return ptr(e->base);
+}
+
+// ---- thread caches -----------------------------------------------------
+ThreadCache* create_cache() {
+  if (t_state == kExiting || !rt().opts.tcache) return nullptr;
+  ThreadCache* tc;
+  {
+    LockGuard g(g_caches_lock);
+    tc = g_free_caches;
+    if (tc) g_free_caches = tc->next;
+  }
+  if (tc == nullptr) {
+    void* mem = rt().chunks.meta().alloc(sizeof(ThreadCache), kPage);
+    if (mem == nullptr) return nullptr;
+    tc = new (mem) ThreadCache();
+  }
+  tc->init();
+  {
+    LockGuard g(g_caches_lock);
+    tc->prev = nullptr;
+    tc->next = g_live_caches;
+    if (g_live_caches) g_live_caches->prev = tc;
+    g_live_caches = tc;
+  }
+  // Registers the destructor that gives the cache back at thread exit.
+  pthread_setspecific(g_cache_key, tc);
+  t_cache = tc;
+  t_state = kHasCache;
+  return tc;
+}
+
+DUCTILE_ALWAYS_INLINE ThreadCache* cache() {
+  ThreadCache* tc = t_cache;
+  return DUCTILE_LIKELY(tc != nullptr) ? tc : create_cache();
+}
+
+// Returns the first n objects of a cache bin to where they came from.
+void flush_objects(size_t cls, void** items, size_t n, bool release) {
+  if (small::is_small_class(cls)) {
+    rt().bins[cls].flush(items, n);
+    return;
+  }
+  Extent* batch[os::kPurgeBatch];
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    Extent* e = rt().chunks.lookup(items[i]);
+    if (!release) {
+      rt().chunks.free(e);
+      continue;
+    }
+    batch[k++] = e;
+    if (k == os::kPurgeBatch) {
+      rt().chunks.release(batch, k);
+      k = 0;
+    }
+  }
+  if (k) rt().chunks.release(batch, k);
+}
+
+// A full cache bin gives back its older half.
+void flush_half(ThreadCache* tc, size_t cls) {
+  small::CacheBin& b = tc->bins[cls];
+  size_t n = b.cap > 1 ? b.cap / 2 : 1;
+  flush_objects(cls, b.items, n, false);
+  std::memmove(b.items, b.items + n, (b.count - n) * sizeof(void*));
+  b.count = static_cast<uint16_t>(b.count - n);
+}
+
+void flush_all(ThreadCache* tc, bool release) {
+  for (size_t c = 0; c < small::kNumClasses; c++) {
+    small::CacheBin& b = tc->bins[c];
+    if (b.count) flush_objects(c, b.items, b.count, release);
+    b.count = 0;
+  }
+}
+
+void retire_cache(ThreadCache* tc, bool release) {
+  flush_all(tc, release);
+  LockGuard g(g_caches_lock);
+  unlink_cache(tc);
+}
+
+// Moves a cache from the live list to the free pool (g_caches_lock held).
+void unlink_cache(ThreadCache* tc) {
+  if (tc->prev) tc->prev->next = tc->next;
+  else g_live_caches = tc->next;
+  if (tc->next) tc->next->prev = tc->prev;
+  tc->prev = nullptr;
+  tc->next = g_free_caches;
+  g_free_caches = tc;
+}
+
+void thread_exit(void* arg) noexcept {
+  auto* tc = static_cast<ThreadCache*>(arg);
+  t_cache = nullptr;
+  t_state = kExiting;  // frees from later destructors go straight to the bins
+  // Cached medium blocks are purged as they go back: nobody will touch them soon.
+  retire_cache(tc, true);
+  // Slabs that hold only free objects now -- beyond the one per class kept for
+  // hysteresis -- are purged and returned as zeroed space for the next user.
+  for (auto& bin : rt().bins) bin.release_surplus();
+}
+
+// ---- size dispatch -----------------------------------------------------
+size_t huge_threshold() { return rt().huge.options().threshold; }
+
+// The smallest class >= size whose objects are `align`-aligned (align <= a
+// page): small objects sit at multiples of the class size from a page-aligned
+// slab base; medium blocks are page aligned.
+size_t class_for(size_t size, size_t align) {
+  size_t cls = small::class_of(size);
+  if (align > small::kMinAlign)
+    while (small::is_small_class(cls) && small::class_size(cls) % align != 0) cls++;
+  return cls;
+}
+
+void* alloc_class(size_t cls, bool zero) {
+  ThreadCache* tc = cache();
+  if (tc) {
+    small::CacheBin& b = tc->bins[cls];
+    if (b.count == 0 && small::is_small_class(cls))
+      b.count = static_cast<uint16_t>(rt().bins[cls].fill(b.items, b.cap / 2 ? b.cap / 2 : 1));
+    if (b.count != 0) {
+      if (kStats) tc->allocated += small::class_size(cls);
+      void* p = b.items[--b.count];
+      if (zero) std::memset(p, 0, small::class_size(cls));
+      return p;
+    }
+    if (small::is_small_class(cls)) return nullptr;  // the bin could not fill
+  } else if (small::is_small_class(cls)) {
+    void* p = nullptr;
+    if (rt().bins[cls].fill(&p, 1) == 0) return nullptr;
+    if (zero) std::memset(p, 0, small::class_size(cls));
+    return p;
+  }
+  void* p = medium_from_chunks(cls, kPage, zero);
+  if (p && tc && kStats) tc->allocated += small::class_size(cls);
+  return p;
+}
+
+// thread.allocated / thread.deallocated for the paths that bypass the
+// thread cache's own counting: huge blocks, page-aligned medium blocks and
+// in-place resizes (counted as jemalloc does: the new size allocated, the
+// old one deallocated).
+void count_bytes(size_t allocated, size_t deallocated) {
+  if (!kStats) return;
+  if (ThreadCache* tc = t_cache) {
+    tc->allocated += allocated;
+    tc->deallocated += deallocated;
+  }
+}
+
+void* alloc_impl(size_t size, size_t align, bool zero) {
+  if (DUCTILE_UNLIKELY(!ensure_ready())) {
+    void* p = bootstrap_alloc(size);  // zeroed: static storage, never reused
+    return p;
+  }
+  if (DUCTILE_UNLIKELY(size > static_cast<size_t>(PTRDIFF_MAX))) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  void* p;
+  if (size >= huge_threshold() || (align > kPage && size + align >= huge_threshold())) {
+    p = rt().huge.alloc(size, align, zero);
+    if (p) count_bytes(huge::HugeLayer::size_for(size), 0);
+  } else if (align > kPage) {
+    size_t cls = class_for(size > small::kMaxSmall ? size : small::kMaxSmall + 1, kPage);
+    p = medium_from_chunks(cls, align, zero);
+    if (p) count_bytes(small::class_size(cls), 0);
+  } else {
+    p = alloc_class(class_for(size, align), zero);
+  }
+  if (DUCTILE_UNLIKELY(p == nullptr)) errno = ENOMEM;
+  return p;
+}
+
+void dealloc_extent(void* p, Extent* e) {
+  switch (e->kind) {
+    case ExtentKind::kSlab: {
+      size_t cls = e->size_class;
+      ThreadCache* tc = cache();
+      if (tc == nullptr) {
+        rt().bins[cls].flush(&p, 1);
+        return;
+      }
+      small::CacheBin& b = tc->bins[cls];
+      if (b.count == b.cap) flush_half(tc, cls);
+      if (kStats) tc->deallocated += small::class_size(cls);
+      b.items[b.count++] = p;
+      return;
+    }
+    case ExtentKind::kMedium: {
+      if (DUCTILE_UNLIKELY(addr(p) != e->base)) return;  // not a block start: not ours to free
+      size_t cls = e->size_class;
+      ThreadCache* tc = cache();
+      if (tc == nullptr) {
+        rt().chunks.free(e);
+        return;
+      }
+      small::CacheBin& b = tc->bins[cls];
+      if (b.count == b.cap) flush_half(tc, cls);
+      if (kStats) tc->deallocated += small::class_size(cls);
+      b.items[b.count++] = p;
+      return;
+    }
+    case ExtentKind::kHuge:
+      if (DUCTILE_UNLIKELY(addr(p) != e->base)) return;
+      if (kStats)
+        if (ThreadCache* tc = t_cache) tc->deallocated += e->usable;
+      rt().huge.free(e);
+      return;
+    case ExtentKind::kNone:
+      return;
+  }
+}
+
+}  // namespace
+
+Extent* owner_of(const void* p) noexcept {
+  if (!g_ready.load(std::memory_order_acquire)) return nullptr;
+  Extent* e = rt().chunks.lookup(p);
+  if (e == nullptr || e->state != chunk::ExtentState::kActive || e->kind == ExtentKind::kNone ||
+      addr(p) < e->base || addr(p) >= e->end())
+    return nullptr;
+  return e;
+}
+
+size_t usable_of(const Extent* e) noexcept {
+  return e->kind == ExtentKind::kSlab ? small::class_size(e->size_class) : e->usable;
+}
+
+Runtime::Runtime(const Options& o) noexcept
+    : opts(o),
+      os(os::linux_kernel()),
+      chunks(os, clock,
+             [&] {
+               chunk::Options c;
+               c.decay_ns = o.decay_ms * 1000000u;
+               return c;
+             }()),
+      huge(chunks,
+           [&] {
+             huge::Options h;
+             h.threshold = o.huge_threshold;
+             h.thp = o.thp;
+             return h;
+           }()) {
+  for (size_t c = 0; c < small::kNumSmall; c++) bins[c].init(c, &chunks);
+}
+
+bool ensure_ready() noexcept {
+  if (DUCTILE_LIKELY(g_ready.load(std::memory_order_acquire))) return true;
+  if (t_initialising) return false;
+  t_initialising = true;
+  g_init_lock.lock();
+  if (!g_ready.load(std::memory_order_relaxed)) {
+    Options o;
+    parse_options(DUCTILE_DEFAULT_CONF, o);
+    parse_options(getenv("DUCTILE_CONF"), o);
+    if (const char* s = getenv("DUCTILE_STATS"); s && *s && !set_option(o, "stats_print", s, std::strlen(s)))
+      warn("DUCTILE_STATS: expected 1, 0, true or false; ignored");
+    new (g_runtime) Runtime(o);
+    pthread_key_create(&g_cache_key, thread_exit);
+    pthread_atfork(prefork, postfork_parent, postfork_child);
+    if (o.stats_print) print_stats_at_exit_on();
+    g_ready.store(true, std::memory_order_release);
+  }
+  g_init_lock.unlock();
+  t_initialising = false;
+  return true;
+}
+
+void* alloc_slow(size_t size) noexcept { return alloc_impl(size, 0, false); }
+
+void* alloc_aligned(size_t size, size_t align, bool zero) noexcept {
+  if (!is_pow2(align)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  void* p = alloc_impl(size, align, zero);
+  DUCTILE_ASSERT(p == nullptr || is_aligned(addr(p), align));
+  return p;
+}
+
+void dealloc_slow(void* p) noexcept {
+  if (p == nullptr || is_bootstrap(p)) return;
+  Extent* e = owner_of(p);
+  if (e == nullptr) return;  // not ours: ignoring it is the one thing that cannot corrupt us
+  dealloc_extent(p, e);
+}
+
+size_t usable_size(const void* p) noexcept {
+  if (p == nullptr) return 0;
+  if (is_bootstrap(p)) return bootstrap_size(p);
+  Extent* e = owner_of(p);
+  return e ? usable_of(e) : 0;
+}
+
+size_t usable_size_for(size_t size, size_t align) noexcept {
+  if (!ensure_ready() || size > static_cast<size_t>(PTRDIFF_MAX) || !is_pow2(align)) return 0;
+  if (size >= huge_threshold() || (align > kPage && size + align >= huge_threshold()))
+    return huge::HugeLayer::size_for(size);
+  if (align > kPage) return small::class_size(class_for(size > small::kMaxSmall ? size : small::kMaxSmall + 1, kPage));
+  return small::class_size(class_for(size, align));
+}
+
+size_t resize_in_place(void* p, size_t size, bool zero) noexcept {
+  Extent* e = owner_of(p);
+  if (e == nullptr) return 0;
+  size_t old = usable_of(e);
+  if (e->kind == ExtentKind::kHuge && size >= huge_threshold()) {
+    size_t now = rt().huge.resize_in_place(e, size, zero);
+    if (now != old) count_bytes(now, old);
+    return now;
+  }
+  if (e->kind == ExtentKind::kMedium && size < huge_threshold() && size > small::kMaxSmall) {
+    size_t cls = small::class_of(size);
+    size_t want = small::class_size(cls);
+    if (want > e->size) {
+      chunk::GrowResult g = rt().chunks.grow(e, want, false);
+      if (g.path == chunk::GrowPath::kRefused) return old;
+      if (zero && !g.zeroed) std::memset(ptr(e->base + old), 0, want - old);
+    } else if (want < e->size && !rt().chunks.shrink(e, want)) {
+      return old;
+    }
+    e->size_class = static_cast<uint16_t>(cls);
+    e->usable = want;
+    count_bytes(want, old);
+    return want;
+  }
+  return old;  // small blocks, and moves between ranges, cannot be done in place
+}
+
+void* reallocate(void* p, size_t size) noexcept { return reallocate_aligned(p, size, 0, false); }
+
+void* reallocate_aligned(void* p, size_t size, size_t align, bool zero) noexcept {
+  if (align != 0 && !is_pow2(align)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (p == nullptr) return alloc_impl(size, align, zero);
+  if (DUCTILE_UNLIKELY(size > static_cast<size_t>(PTRDIFF_MAX))) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  size_t old;
+  Extent* e = nullptr;
+  if (is_bootstrap(p)) {
+    old = bootstrap_size(p);
+  } else {
+    e = owner_of(p);
+    if (e == nullptr) {
+      errno = EINVAL;  // not a block of ours: refuse rather than guess its size
+      return nullptr;
+    }
+    old = usable_of(e);
+    if (e->kind == ExtentKind::kHuge && size >= huge_threshold()) {
+      void* q = rt().huge.resize(e, size, align < kPage ? kPage : align, zero);
+      if (q == nullptr) errno = ENOMEM;
+      else count_bytes(huge::HugeLayer::size_for(size), old);
+      return q;
+    }
+    bool aligned = align <= small::kMinAlign || is_aligned(addr(p), align);
+    // Same class, or a smaller one not worth moving for: stay.
+    if (aligned && size <= old &&
+        (e->kind == ExtentKind::kSlab ? small::class_of(size) == e->size_class
+                                      : size > old / 2 && e->kind != ExtentKind::kHuge))
+      return p;
+    if (aligned && e->kind == ExtentKind::kMedium && size > small::kMaxSmall && size < huge_threshold() &&
+        resize_in_place(p, size, zero) >= size)
+      return p;
+  }
+  void* q = alloc_impl(size, align, zero);
+  if (q == nullptr) return nullptr;  // the old block is intact
+  std::memcpy(q, p, old < size ? old : size);
+  if (e) dealloc_extent(p, e);
+  return q;
+}
+
+size_t trim() noexcept {
+  if (!g_ready.load(std::memory_order_acquire)) return 0;
+  if (ThreadCache* tc = t_cache) flush_all(tc, false);
+  for (auto& bin : rt().bins) bin.trim();
+  return rt().chunks.trim();
+}
+
+namespace {
+
+void prefork() noexcept {
+  g_init_lock.lock();
+  g_caches_lock.lock();
+  for (auto& bin : rt().bins) bin.prefork();
+  small::SlabPool::prefork();
+  rt().huge.prefork();
+  rt().chunks.prefork();
+}
+
+void postfork_parent() noexcept {
+  rt().chunks.postfork_parent();
+  rt().huge.postfork_parent();
+  small::SlabPool::postfork_parent();
+  for (auto& bin : rt().bins) bin.postfork_parent();
+  g_caches_lock.unlock();
+  g_init_lock.unlock();
+}
+
+void postfork_child() noexcept {
+  rt().chunks.postfork_child();
+  rt().huge.postfork_child();
+  small::SlabPool::postfork_child();
+  for (auto& bin : rt().bins) bin.postfork_child();
+  g_caches_lock.reinit_after_fork();
+  g_init_lock.reinit_after_fork();
+  rt().os.after_fork_in_child();
+  // The other threads do not exist in the child. Their caches may have been
+  // in the middle of an operation (a flush half done), so their contents
+  // cannot be trusted: the blocks in them stay allocated (as with jemalloc),
+  // and the cache records go back to the pool for the child's new threads.
+  ThreadCache* mine = t_cache;
+  ThreadCache* tc = g_live_caches;
+  while (tc != nullptr) {
+    ThreadCache* next = tc->next;
+    if (tc != mine) unlink_cache(tc);
+    tc = next;
+  }
+}
+
+}  // namespace
+
+}  // namespace ductile::core

@@ -1,0 +1,106 @@
+// The core: one process-wide Runtime holding every layer, created on the
+// first call (before constructors run, when preloaded), and the dispatch by
+// size that the API layer forwards to. The common malloc and free are inline
+// here: a thread-cache pop or push, no lock.
+//
+// Size ranges: small (<= small::kMaxSmall) objects from slabs through the
+// thread cache; medium (up to the huge threshold) page runs, also cached per
+// thread; huge (>= the threshold) blocks of the huge layer.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "chunk/chunk.h"
+#include "core/options.h"
+#include "huge/huge.h"
+#include "os/os.h"
+#include "small/bin.h"
+#include "small/thread_cache.h"
+
+namespace ductile::core {
+
+class Runtime {
+ public:
+  explicit Runtime(const Options& opts) noexcept;
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  Options opts;
+  os::Os os;
+  chunk::MonotonicClock clock;
+  chunk::ChunkLayer chunks;
+  huge::HugeLayer huge;
+  small::Bin bins[small::kNumSmall];
+};
+
+// Storage for the one Runtime; valid once `g_ready` is set. Its page map is
+// all zeroes before that, so a lookup then finds nothing.
+alignas(Runtime) extern unsigned char g_runtime[sizeof(Runtime)];
+extern std::atomic<bool> g_ready;
+inline Runtime& rt() { return *reinterpret_cast<Runtime*>(g_runtime); }
+
+// The calling thread's cache, set once the runtime is ready and the thread
+// has a cache. initial-exec TLS: reading it never calls into the dynamic
+// linker (which could allocate).
+extern __thread small::ThreadCache* t_cache __attribute__((tls_model("initial-exec")));
+
+// Slow paths and everything but the cache hits. All set errno on failure.
+void* alloc_slow(size_t size) noexcept;
+void dealloc_slow(void* p) noexcept;
+// `align`: a power of two; `zero`: the block reads as zeroes.
+void* alloc_aligned(size_t size, size_t align, bool zero) noexcept;
+// realloc semantics, except that size 0 is served as a minimal block (the API
+// layer decides what realloc(p, 0) means).
+void* reallocate(void* p, size_t size) noexcept;
+// rallocx semantics: may move; the result is `align`-aligned (0: no
+// requirement); with `zero`, bytes past the old usable size read as zero.
+void* reallocate_aligned(void* p, size_t size, size_t align, bool zero) noexcept;
+// The active extent of ours that holds p (a block's extent), or nullptr.
+chunk::Extent* owner_of(const void* p) noexcept;
+// The usable size of the block whose extent is e.
+size_t usable_of(const chunk::Extent* e) noexcept;
+// The usable size of a block of ours; 0 for anything else.
+size_t usable_size(const void* p) noexcept;
+// The usable size malloc(size) would give (nallocx); 0 if it would fail.
+size_t usable_size_for(size_t size, size_t align) noexcept;
+// Grows or shrinks in place only (xallocx): returns the usable size after.
+size_t resize_in_place(void* p, size_t size, bool zero) noexcept;
+// Flushes the calling thread's cache, releases every empty slab and purges
+// every retained extent. Returns the bytes purged.
+size_t trim() noexcept;
+// Makes the runtime ready; false while it is being made by this very thread.
+bool ensure_ready() noexcept;
+
+DUCTILE_ALWAYS_INLINE void* alloc(size_t size) noexcept {
+  small::ThreadCache* tc = t_cache;
+  if (DUCTILE_LIKELY(tc != nullptr && size <= small::kMaxSmall)) {
+    size_t cls = small::class_of(size);
+    small::CacheBin& b = tc->bins[cls];
+    if (DUCTILE_LIKELY(b.count != 0)) {
+      if (kStats) tc->allocated += small::class_size(cls);
+      return b.items[--b.count];
+    }
+  }
+  return alloc_slow(size);
+}
+
+DUCTILE_ALWAYS_INLINE void dealloc(void* p) noexcept {
+  small::ThreadCache* tc = t_cache;
+  if (DUCTILE_LIKELY(tc != nullptr && p != nullptr)) {
+    chunk::Extent* e = rt().chunks.lookup(p);
+    if (DUCTILE_LIKELY(e != nullptr && e->kind == chunk::ExtentKind::kSlab)) {
+      size_t cls = e->size_class;
+      small::CacheBin& b = tc->bins[cls];
+      if (DUCTILE_LIKELY(b.count < b.cap)) {
+        if (kStats) tc->deallocated += small::class_size(cls);
+        b.items[b.count++] = p;
+        return;
+      }
+    }
+  }
+  dealloc_slow(p);
+}
+
+}  // namespace ductile::core

@@ -1,0 +1,191 @@
+#include "small/bin.h"
+
+#include <new>
+
+namespace ductile::small {
+
+namespace {
+Mutex g_pool_lock;
+Slab* g_pool = nullptr;
+}  // namespace
+
+Slab* SlabPool::get(chunk::MetaAlloc& meta) noexcept {
+  {
+    LockGuard g(g_pool_lock);
+    if (Slab* s = g_pool) {
+      g_pool = s->next;
+      return new (s) Slab();
+    }
+  }
+  void* mem = meta.alloc(sizeof(Slab), alignof(Slab));
+  return mem ? new (mem) Slab() : nullptr;
+}
+
+void SlabPool::put(Slab* s) noexcept {
+  LockGuard g(g_pool_lock);
+  s->next = g_pool;
+  g_pool = s;
+}
+
+void SlabPool::prefork() noexcept { g_pool_lock.lock(); }
+void SlabPool::postfork_parent() noexcept { g_pool_lock.unlock(); }
+void SlabPool::postfork_child() noexcept { g_pool_lock.reinit_after_fork(); }
+
+void Bin::init(size_t cls, chunk::ChunkLayer* chunks) noexcept {
+  cls_ = static_cast<uint32_t>(cls);
+  size_ = kClasses.size[cls];
+  chunks_ = chunks;
+}
+
+void Bin::link(Slab* s, List l) noexcept {
+  s->list = l;
+  s->prev = nullptr;
+  s->next = nullptr;
+  Slab** head = l == kPartial ? &partial_ : l == kEmpty ? &empty_ : nullptr;
+  if (head == nullptr) return;  // full slabs are on no list: a free finds them through the page map
+  s->next = *head;
+  if (*head) (*head)->prev = s;
+  *head = s;
+  if (l == kEmpty) {
+    nempty_++;
+    if (empty_tail_ == nullptr) empty_tail_ = s;
+  }
+}
+
+void Bin::unlink(Slab* s) noexcept {
+  if (s->list == kFull) return;
+  Slab** head = s->list == kPartial ? &partial_ : &empty_;
+  if (s->list == kEmpty) {
+    nempty_--;
+    if (empty_tail_ == s) empty_tail_ = s->prev;
+  }
+  if (s->prev) s->prev->next = s->next;
+  else *head = s->next;
+  if (s->next) s->next->prev = s->prev;
+  s->prev = s->next = nullptr;
+}
+
+Slab* Bin::new_slab() noexcept {
+  size_t bytes = kClasses.slab_pages[cls_] * kPage;
+  chunk::Allocation a = chunks_->alloc(bytes);
+  if (a.extent == nullptr) return nullptr;
+  Slab* s = SlabPool::get(chunks_->meta());
+  if (s == nullptr || !chunks_->map_interior(a.extent)) {
+    if (s) SlabPool::put(s);
+    chunks_->free(a.extent);
+    return nullptr;
+  }
+  chunk::Extent* e = a.extent;
+  e->kind = chunk::ExtentKind::kSlab;
+  e->size_class = static_cast<uint16_t>(cls_);
+  e->usable = size_;
+  e->owner = s;
+  s->extent = e;
+  s->base = e->base;
+  s->nobjs = kClasses.objects_per_slab[cls_];
+  s->nfree = s->nobjs;
+  s->cls = static_cast<uint16_t>(cls_);
+  stats_.slabs++;
+  stats_.slab_allocs++;
+  return s;
+}
+
+chunk::Extent* Bin::take_empty(Slab* s) noexcept {
+  unlink(s);
+  chunk::Extent* e = s->extent;
+  e->kind = chunk::ExtentKind::kNone;
+  e->owner = nullptr;
+  stats_.slabs--;
+  stats_.slab_returns++;
+  SlabPool::put(s);
+  return e;
+}
+
+size_t Bin::fill(void** out, size_t n) noexcept {
+  LockGuard g(lock_);
+  size_t got = 0;
+  while (got < n) {
+    Slab* s = partial_;
+    if (s == nullptr && (s = empty_) == nullptr) {
+      s = new_slab();
+      if (s == nullptr) break;
+      link(s, kEmpty);
+    }
+    unlink(s);
+    // Freed objects first (already touched), then never-used ones.
+    while (got < n && s->free_list != nullptr) {
+      void* p = s->free_list;
+      s->free_list = *static_cast<void**>(p);
+      out[got++] = p;
+      s->nfree--;
+    }
+    while (got < n && s->bump < s->nobjs) {
+      out[got++] = ptr(s->base + static_cast<size_t>(s->bump) * size_);
+      s->bump++;
+      s->nfree--;
+    }
+    link(s, s->nfree == 0 ? kFull : kPartial);
+  }
+  return got;
+}
+
+void Bin::flush(void* const* objs, size_t n) noexcept {
+  chunk::Extent* expired[os::kPurgeBatch];
+  size_t nexpired = 0;
+  {
+  LockGuard g(lock_);
+  for (size_t i = 0; i < n; i++) {
+    void* p = objs[i];
+    chunk::Extent* e = chunks_->lookup(p);
+    DUCTILE_ASSERT(e != nullptr && e->kind == chunk::ExtentKind::kSlab && e->size_class == cls_);
+    Slab* s = static_cast<Slab*>(e->owner);
+    *static_cast<void**>(p) = s->free_list;
+    s->free_list = p;
+    s->nfree++;
+    if (s->nfree == s->nobjs) {
+      // Entirely free again: reset it to a fresh slab (objects handed out in
+      // address order again) and keep it; the oldest surplus empty slab goes
+      // once it has stayed empty for the decay time.
+      unlink(s);
+      s->free_list = nullptr;
+      s->bump = 0;
+      s->empty_since = chunks_->now_ns();
+      link(s, kEmpty);
+      Slab* oldest = empty_tail_;
+      if (nempty_ > kRetainEmpty && nexpired < os::kPurgeBatch &&
+          s->empty_since - oldest->empty_since >= chunks_->options().decay_ns)
+        expired[nexpired++] = take_empty(oldest);
+    } else if (s->list == kFull) {
+      unlink(s);
+      link(s, kPartial);
+    }
+  }
+  }
+  if (nexpired) chunks_->release(expired, nexpired);
+}
+
+void Bin::release_empty(size_t keep) noexcept {
+  chunk::Extent* batch[os::kPurgeBatch];
+  for (;;) {
+    size_t n = 0;
+    {
+      LockGuard g(lock_);
+      while (nempty_ > keep && n < os::kPurgeBatch) batch[n++] = take_empty(empty_tail_);
+    }
+    if (n == 0) return;
+    chunks_->release(batch, n);
+  }
+}
+
+BinStats Bin::stats() const noexcept {
+  LockGuard g(const_cast<Mutex&>(lock_));
+  BinStats s = stats_;
+  s.empty_slabs = nempty_;
+  size_t free_objs = 0;
+  for (Slab* p = partial_; p; p = p->next) free_objs += p->nfree;
+  for (Slab* p = empty_; p; p = p->next) free_objs += p->nfree;
+  s.free_objects = free_objs;
+  return s;
+}
+
+}  // namespace ductile::small

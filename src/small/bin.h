@@ -1,0 +1,105 @@
+// Layer 4, small objects: the central bins. One bin per small size class
+// holds that class's slabs -- extents carved into equal objects, with no
+// per-object header -- and hands objects to thread caches in batches.
+//
+// A slab's never-used objects are handed out by bumping an index, so pages a
+// slab has not reached yet are never touched (not faulted in); freed objects
+// go on an intrusive free list. A slab is found from any of its objects in
+// O(1): the chunk layer's page map maps every page of a slab to its extent,
+// whose `owner` is the slab header.
+//
+// Retention with hysteresis: a slab that becomes empty stays in its bin, so a
+// class whose live count keeps dropping to zero never goes back to the chunk
+// layer. Empty slabs beyond kRetainEmpty are released (purged, returned to the
+// chunk layer as clean space) once they have stayed empty for the decay time,
+// when a thread exits (release_surplus), or on trim (every empty slab).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/lock.h"
+#include "chunk/chunk.h"
+#include "small/size_classes.h"
+
+namespace ductile::small {
+
+struct Slab {
+  chunk::Extent* extent = nullptr;
+  uintptr_t base = 0;
+  void* free_list = nullptr;  // freed objects; the first word links them
+  uint32_t nfree = 0;         // objects on free_list plus never-used ones
+  uint32_t bump = 0;          // index of the first never-used object
+  uint32_t nobjs = 0;
+  uint16_t cls = 0;
+  uint8_t list = 0;  // which list of its bin holds it (Bin::List)
+  uint64_t empty_since = 0;  // when it last became entirely free
+  Slab* prev = nullptr;
+  Slab* next = nullptr;
+};
+
+struct BinStats {
+  size_t slabs = 0;        // slabs held (any state)
+  size_t empty_slabs = 0;  // of which entirely free
+  size_t free_objects = 0; // free objects in slabs (not in thread caches)
+  uint64_t slab_allocs = 0;   // slabs taken from the chunk layer
+  uint64_t slab_returns = 0;  // slabs given back to it
+};
+
+class Bin {
+ public:
+  // Empty slabs kept per class: one, as the seed fact's fix did ("keep one
+  // empty page per size class").
+  static constexpr size_t kRetainEmpty = 1;
+
+  Bin() = default;
+  Bin(const Bin&) = delete;
+  Bin& operator=(const Bin&) = delete;
+  void init(size_t cls, chunk::ChunkLayer* chunks) noexcept;
+
+  // Takes up to n objects into out[]; returns how many (0 when out of memory).
+  size_t fill(void** out, size_t n) noexcept;
+  // Returns n objects of this class.
+  void flush(void* const* objs, size_t n) noexcept;
+  // Releases empty slabs beyond kRetainEmpty (a thread's exit).
+  void release_surplus() noexcept { release_empty(kRetainEmpty); }
+  // Releases every empty slab (trim).
+  void trim() noexcept { release_empty(0); }
+
+  BinStats stats() const noexcept;
+  void prefork() noexcept { lock_.lock(); }
+  void postfork_parent() noexcept { lock_.unlock(); }
+  void postfork_child() noexcept { lock_.reinit_after_fork(); }
+
+ private:
+  enum List : uint8_t { kFull, kPartial, kEmpty };
+  Slab* new_slab() noexcept;
+  void link(Slab* s, List l) noexcept;
+  void unlink(Slab* s) noexcept;
+  // Purges and returns empty slabs (oldest first) until `keep` remain.
+  void release_empty(size_t keep) noexcept;
+  // Unlinks an empty slab and drops its header; returns its extent.
+  chunk::Extent* take_empty(Slab* s) noexcept;
+
+  Mutex lock_;
+  chunk::ChunkLayer* chunks_ = nullptr;
+  uint32_t cls_ = 0;
+  uint32_t size_ = 0;
+  Slab* partial_ = nullptr;
+  Slab* empty_ = nullptr;       // newest first
+  Slab* empty_tail_ = nullptr;  // oldest
+  size_t nempty_ = 0;
+  BinStats stats_;
+};
+
+// Slab headers come from the chunk layer's metadata allocator and are recycled.
+class SlabPool {
+ public:
+  static Slab* get(chunk::MetaAlloc& meta) noexcept;
+  static void put(Slab* s) noexcept;
+  static void prefork() noexcept;
+  static void postfork_parent() noexcept;
+  static void postfork_child() noexcept;
+};
+
+}  // namespace ductile::small

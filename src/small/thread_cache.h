@@ -1,0 +1,62 @@
+// Per-thread caches: for each size class a bounded stack of free objects (or,
+// for medium classes, free page runs), so that the common malloc and free
+// touch no lock and no shared cache line. A miss fills half a stack from the
+// class's bin in one locked batch; a full stack flushes its older half.
+//
+// Medium blocks are cached too, a few per class (fewer for bigger classes),
+// so alloc/free churn of one block costs no chunk-layer call.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "small/size_classes.h"
+
+namespace ductile::small {
+
+namespace detail {
+constexpr uint16_t cache_slots_for(size_t size) {
+  if (size <= 128) return 128;
+  if (size <= 1024) return 64;
+  if (size <= 4096) return 32;
+  if (size <= kMaxSmall) return 16;
+  if (size <= 64 * 1024) return 8;
+  if (size <= 256 * 1024) return 4;
+  return 1;
+}
+constexpr size_t total_slots() {
+  size_t n = 0;
+  for (size_t c = 0; c < kNumClasses; c++) n += cache_slots_for(kClasses.size[c]);
+  return n;
+}
+}  // namespace detail
+
+inline constexpr size_t kCacheSlots = detail::total_slots();
+
+struct CacheBin {
+  void** items;  // stack: items[count-1] is the newest
+  uint16_t count;
+  uint16_t cap;
+};
+
+struct ThreadCache {
+  CacheBin bins[kNumClasses];
+  uint64_t allocated = 0;    // bytes handed out by this thread (class sizes)
+  uint64_t deallocated = 0;  // bytes freed by this thread
+  ThreadCache* next = nullptr;  // live list, or the free pool
+  ThreadCache* prev = nullptr;
+  void* slots[kCacheSlots];
+
+  void init() noexcept {
+    size_t off = 0;
+    for (size_t c = 0; c < kNumClasses; c++) {
+      bins[c].items = &slots[off];
+      bins[c].count = 0;
+      bins[c].cap = detail::cache_slots_for(kClasses.size[c]);
+      off += bins[c].cap;
+    }
+    allocated = deallocated = 0;
+  }
+};
+
+}  // namespace ductile::small

@@ -1,0 +1,330 @@
+#!/usr/bin/env bash
+# Real programs from the machine under LD_PRELOAD=libductile.so: each must
+# produce output identical to a run without it. Ends with "N passed, N failed".
+set -u
+builddir=${builddir:-.}
+lib=$(cd "$builddir" && pwd)/.libs/libductile.so
+if [ ! -f "$lib" ]; then
+  echo "libductile.so not found at $lib" >&2
+  exit 1
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+passed=0
+failed=0
+
+# Proves the library is really loaded and initialised in the preloaded run:
+# an unknown DUCTILE_CONF option makes ductile print one warning to stderr.
+# And that it really serves the program's allocations (a library that is
+# loaded but not interposed -- e.g. with versioned malloc symbols -- would
+# pass the first test): DUCTILE_STATS=1 prints the summary at exit, whose
+# chunk layer must have handed out memory.
+probe_loaded() {
+  local err=$work/probe.err
+  LD_PRELOAD=$lib DUCTILE_CONF=preload_probe:1 DUCTILE_STATS=1 "$@" 2>"$err" >/dev/null
+  grep -q 'ductile: warning' "$err" &&
+    grep -Eq '^Chunk layer: [0-9]+ bytes reserved in [0-9]+ reservations, [1-9][0-9]* allocs' "$err"
+}
+
+# compare NAME CMD...: runs CMD with and without ductile, compares stdout.
+compare() {
+  local name=$1
+  shift
+  local plain=$work/$name.plain preloaded=$work/$name.ductile
+  "$@" >"$plain" 2>"$work/$name.plain.err"
+  local rc_plain=$?
+  LD_PRELOAD=$lib "$@" >"$preloaded" 2>"$work/$name.ductile.err"
+  local rc_ductile=$?
+  if [ "$rc_plain" -eq "$rc_ductile" ] && cmp -s "$plain" "$preloaded" && probe_loaded "$@"; then
+    echo "PASS: $name ($(wc -c <"$plain") bytes of output)"
+    passed=$((passed + 1))
+  else
+    echo "FAIL: $name (exit $rc_plain vs $rc_ductile)"
+    diff "$plain" "$preloaded" | head -20
+    tail -20 "$work/$name.ductile.err"
+    failed=$((failed + 1))
+  fi
+}
+
+# A Python script that allocates heavily: dicts, lists, strings, big buffers,
+# and threads.
+cat >"$work/alloc.py" <<'PY'
+import hashlib, threading
+d = {}
+for i in range(300000):
+    d["key%d" % i] = [i, str(i) * (i % 13), (i, i * 2)]
+for i in range(0, 300000, 3):
+    del d["key%d" % i]
+s = sorted(d.items(), key=lambda kv: kv[1][1])
+h = hashlib.sha256()
+for k, v in s[:50000]:
+    h.update(k.encode())
+bufs = [bytearray(1 << 20) for _ in range(64)]
+for b in bufs:
+    b[-1] = 7
+big = b"x" * (1 << 20)
+for _ in range(14):  # to 292 MB: huge blocks growing (20 rounds, 3.3 GB, took 30 s)
+    big = big + big[: len(big) // 2]
+print(len(d), len(big), h.hexdigest())
+out = []
+def work(n):
+    out.append(sum(len(str(j) * 3) for j in range(n)))
+ts = [threading.Thread(target=work, args=(100000 + k,)) for k in range(8)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+print(sorted(out))
+PY
+if command -v python3 >/dev/null; then compare python python3 "$work/alloc.py"; fi
+
+# sort on a large file, single- and multi-threaded.
+awk 'BEGIN { srand(42); for (i = 0; i < 400000; i++) printf "%08d %s\n", int(rand() * 1e8), i }' >"$work/big.txt"
+compare sort sort "$work/big.txt"
+compare sort-parallel sort --parallel=2 -S 64M -k2,2n "$work/big.txt"
+
+# git on a repository: init, commit a tree of files, log, diff, gc.
+if command -v git >/dev/null; then
+  repo=$work/repo
+  mkdir -p "$repo"
+  (
+    cd "$repo" && git init -q && git config user.email t@example.com && git config user.name t
+    for i in $(seq 1 200); do seq 1 $((i * 10)) >"f$i.txt"; done
+    git add . && GIT_COMMITTER_DATE='2020-01-01T00:00:00' git commit -q --date='2020-01-01T00:00:00' -m one
+    for i in $(seq 1 200 | awk 'NR % 3 == 0'); do echo change >>"f$i.txt"; done
+    git add . && GIT_COMMITTER_DATE='2020-01-02T00:00:00' git commit -q --date='2020-01-02T00:00:00' -m two
+  )
+  compare git-log git -C "$repo" log --stat --format='%H %s'
+  compare git-diff git -C "$repo" diff HEAD~1 HEAD
+  compare git-fsck git -C "$repo" fsck --full --no-progress
+fi
+
+# pass NAME / fail NAME DETAILS: the result of a check that is not a compare.
+pass() {
+  echo "PASS: $1"
+  passed=$((passed + 1))
+}
+fail() {
+  echo "FAIL: $1"
+  shift
+  [ $# -gt 0 ] && printf '%s\n' "$@" | head -20
+  failed=$((failed + 1))
+}
+
+# A C++ program: containers, strings, iostreams, exceptions, aligned and
+# sized new/delete, std::thread. g++ compiles it with and without ductile
+# (g++, cc1plus, as and ld are themselves big C and C++ programs); the two
+# binaries must print the same, and so must the program run under ductile.
+cat >"$work/prog.cc" <<'CXX'
+#include <algorithm>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <new>
+#include <numeric>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+struct alignas(256) Block { unsigned char bytes[300]; };
+int main() {
+  std::map<std::string, std::vector<int>> m;
+  for (int i = 0; i < 200000; i++) m["k" + std::to_string(i % 5000)].push_back(i);
+  std::unordered_map<int, std::string> u;
+  for (int i = 0; i < 100000; i++) u[i] = std::string(static_cast<size_t>(i % 97), static_cast<char>('a' + i % 26));
+  long total = 0;
+  for (auto& [k, v] : m) total += std::accumulate(v.begin(), v.end(), 0L) % 1000003 + static_cast<long>(k.size());
+  std::vector<std::unique_ptr<Block>> blocks;
+  for (int i = 0; i < 2000; i++) {
+    blocks.push_back(std::make_unique<Block>());
+    if (reinterpret_cast<uintptr_t>(blocks.back().get()) % 256 != 0) return 3;
+    blocks.back()->bytes[i % 300] = static_cast<unsigned char>(i);
+  }
+  std::vector<std::string> words;
+  for (int i = 0; i < 100000; i++) words.push_back(std::to_string(i * 7919 % 100003));
+  std::sort(words.begin(), words.end());
+  std::ostringstream os;
+  for (size_t i = 0; i < words.size(); i += 9973) os << words[i] << ' ';
+  int caught = 0;
+  for (int i = 0; i < 1000; i++) {
+    try {
+      throw std::runtime_error(std::string(static_cast<size_t>(i % 300), 'e'));
+    } catch (const std::exception& e) {
+      caught += e.what()[0] == 'e' || i % 300 == 0;
+    }
+  }
+  std::vector<long> sums(4);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; t++)
+    ts.emplace_back([&sums, t] {
+      std::vector<std::vector<char>> v;
+      for (int i = 0; i < 50000; i++) {
+        v.emplace_back(static_cast<size_t>(i % 1000 + t), 'x');
+        if (v.size() > 64) v.erase(v.begin());
+        sums[t] += static_cast<long>(v.back().size());
+      }
+    });
+  for (auto& th : ts) th.join();
+  std::vector<char> big;
+  for (int i = 0; i < 24; i++) big.resize(size_t{1} << i, static_cast<char>(i));
+  std::cout << m.size() << ' ' << u.size() << ' ' << total << ' ' << os.str() << caught << ' '
+            << sums[0] + sums[1] + sums[2] + sums[3] << ' ' << big.size() << '\n';
+}
+CXX
+if command -v g++ >/dev/null; then
+  compare g++-asm g++ -std=c++17 -O2 -frandom-seed=ductile -S -o - "$work/prog.cc"
+  if g++ -std=c++17 -O2 -pthread -o "$work/prog.plain" "$work/prog.cc" 2>"$work/gxx.plain.err" &&
+    LD_PRELOAD=$lib g++ -std=c++17 -O2 -pthread -o "$work/prog.ductile" "$work/prog.cc" 2>"$work/gxx.ductile.err"; then
+    if cmp -s <("$work/prog.plain") <("$work/prog.ductile"); then
+      pass "g++-build (binaries built with and without ductile print the same)"
+    else
+      fail g++-build "$("$work/prog.plain" 2>&1)" "$("$work/prog.ductile" 2>&1)"
+    fi
+    compare cxx-program "$work/prog.plain"
+  else
+    fail g++-build "$(cat "$work/gxx.plain.err" "$work/gxx.ductile.err")"
+  fi
+fi
+
+# perl: hashes, arrays, string building, regular expressions, sort.
+cat >"$work/alloc.pl" <<'PERL'
+use strict; use warnings;
+my %h; my @a;
+for my $i (0 .. 199999) { $h{"key$i"} = [ $i, "v" x ($i % 50), { n => $i } ]; push @a, $i * 7 % 1000; }
+delete $h{"key$_"} for grep { $_ % 3 == 0 } 0 .. 199999;
+my $s = ""; $s .= sprintf("%05d,", $_) for 0 .. 99999;
+my @f = split /,/, $s; my $m = () = $s =~ /(\d)\1/g;
+my @sorted = sort { $a <=> $b } @a; my $big = "y" x (1 << 20); $big .= $big for 1 .. 5;
+my %count; $count{$_}++ for @a;
+print scalar(keys %h), " ", scalar(@f), " $m $sorted[-1] ", length($big), " ", scalar(keys %count), "\n";
+PERL
+if command -v perl >/dev/null; then compare perl perl "$work/alloc.pl"; fi
+
+# sqlite3: a few thousand statements -- a schema, inserts, indexes, updates,
+# deletes, joins, aggregates.
+awk 'BEGIN {
+  print "CREATE TABLE t (id INTEGER PRIMARY KEY, grp INTEGER, name TEXT, val REAL);";
+  print "CREATE TABLE g (grp INTEGER PRIMARY KEY, label TEXT);";
+  for (i = 0; i < 50; i++) printf "INSERT INTO g VALUES (%d, %c%s%d%c);\n", i, 39, "group", i, 39;
+  print "BEGIN;";
+  for (i = 0; i < 4000; i++) printf "INSERT INTO t (grp, name, val) VALUES (%d, %c%s%d%c, %d.5);\n", i % 50, 39, "n", i * 7919 % 10007, 39, i % 1000;
+  print "COMMIT;";
+  print "CREATE INDEX t_grp ON t (grp);";
+  print "CREATE INDEX t_name ON t (name);";
+  for (i = 0; i < 500; i++) printf "UPDATE t SET val = val * 2 WHERE id = %d;\n", i * 7 + 1;
+  for (i = 0; i < 300; i++) printf "DELETE FROM t WHERE id = %d;\n", i * 13 + 2;
+  for (i = 0; i < 200; i++) printf "SELECT count(*), sum(val) FROM t WHERE grp = %d;\n", i % 50;
+  print "SELECT g.label, count(*), round(avg(t.val), 3), max(t.name) FROM t JOIN g USING (grp) GROUP BY g.grp ORDER BY g.grp;";
+  print "SELECT group_concat(name, \",\") FROM (SELECT name FROM t ORDER BY name LIMIT 500);";
+  print "VACUUM;";
+  print "SELECT count(*), sum(val), min(name), max(name) FROM t;";
+}' >"$work/stmts.sql"
+if command -v sqlite3 >/dev/null; then compare sqlite3 sqlite3 :memory: ".read $work/stmts.sql"; fi
+
+# A multi-threaded program: threads allocate blocks of every size range,
+# hand them to other threads through a shared queue, and those free them.
+cat >"$work/threads.cc" <<'CXX'
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+struct Item { unsigned char* p; size_t n; unsigned char tag; };
+int main() {
+  std::mutex mu; std::condition_variable cv; std::deque<Item> q; bool done = false;
+  std::atomic<unsigned long> checked{0}, bad{0};
+  std::vector<std::thread> consumers;
+  for (int c = 0; c < 4; c++)
+    consumers.emplace_back([&] {
+      for (;;) {
+        std::unique_lock<std::mutex> l(mu);
+        cv.wait(l, [&] { return !q.empty() || done; });
+        if (q.empty()) return;
+        Item it = q.front(); q.pop_front(); l.unlock();
+        if (it.p[0] != it.tag || it.p[it.n - 1] != it.tag) bad++;
+        checked += it.n; free(it.p);
+      }
+    });
+  std::vector<std::thread> producers;
+  for (int t = 0; t < 4; t++)
+    producers.emplace_back([&, t] {
+      unsigned x = 12345u + static_cast<unsigned>(t);
+      for (int i = 0; i < 40000; i++) {
+        x = x * 1103515245u + 12345u;
+        size_t n = (x >> 8) % 1000 == 0 ? (3u << 20) + x % 4096 : (x >> 8) % 50 == 0 ? 20000 + x % 300000 : 1 + x % 600;
+        auto* p = static_cast<unsigned char*>(malloc(n));
+        unsigned char tag = static_cast<unsigned char>(x);
+        memset(p, tag, n < 64 ? n : 64); p[n - 1] = tag;
+        if (i % 3 == 0) p = static_cast<unsigned char*>(realloc(p, n * 2)), n *= 2, p[n - 1] = tag;
+        { std::lock_guard<std::mutex> l(mu); q.push_back({p, n, tag}); }
+        cv.notify_one();
+      }
+    });
+  for (auto& th : producers) th.join();
+  { std::lock_guard<std::mutex> l(mu); done = true; }
+  cv.notify_all();
+  for (auto& th : consumers) th.join();
+  printf("%lu bytes checked, %lu bad\n", checked.load(), bad.load());
+  return bad != 0;
+}
+CXX
+if command -v g++ >/dev/null && g++ -std=c++17 -O2 -pthread -o "$work/threads" "$work/threads.cc" 2>"$work/threads.err"; then
+  compare threads "$work/threads"
+else
+  fail threads "$(cat "$work/threads.err" 2>/dev/null)"
+fi
+if command -v xz >/dev/null; then compare xz-threads xz -T2 -1 --block-size=1MiB -c "$work/big.txt"; fi
+
+# bin/ductile, the wrapper script: runs the command with the library
+# preloaded and --stats prints the summary at exit.
+wrapper=$builddir/bin/ductile
+if [ -x "$wrapper" ]; then
+  if DUCTILE_LIB=$lib "$wrapper" --stats --conf decay_ms:1000 sort "$work/big.txt" >"$work/wrapper.out" 2>"$work/wrapper.err" &&
+    sort "$work/big.txt" | cmp -s - "$work/wrapper.out" &&
+    grep -q '^___ End ductile statistics ___' "$work/wrapper.err" &&
+    grep -q 'decay_ms:1000' "$work/wrapper.err"; then
+    pass "bin/ductile (sort under the wrapper, with --stats and --conf)"
+  else
+    fail bin/ductile "$(cat "$work/wrapper.err")"
+  fi
+  if DUCTILE_LIB=/nonexistent/libductile.so "$wrapper" true 2>/dev/null; then
+    fail "bin/ductile-missing-library (should refuse)"
+  else
+    pass "bin/ductile-missing-library"
+  fi
+else
+  fail bin/ductile "$wrapper not built"
+fi
+
+# DUCTILE_STATS=1 prints every section of the summary at exit; the JSON form
+# is checked by the unit tests. Malformed configuration warns once and runs.
+LD_PRELOAD=$lib DUCTILE_STATS=1 sort "$work/big.txt" 2>"$work/stats.err" >/dev/null
+missing=
+for want in 'Bytes by layer' 'Retained:' 'Purged:' 'System calls: mmap' 'Huge growth by path: headroom' \
+  '___ End ductile statistics ___'; do
+  grep -q "$want" "$work/stats.err" || missing="$missing [$want]"
+done
+if [ -z "$missing" ]; then pass "DUCTILE_STATS=1 summary"; else fail "DUCTILE_STATS=1 summary: missing$missing" "$(cat "$work/stats.err")"; fi
+for conf in 'decay_ms:12x' 'thp' 'nosuch:1' 'huge_threshold:1' ',,,:' 'decay_ms:99999999999999999999999999999'; do
+  out=$(LD_PRELOAD=$lib DUCTILE_CONF=$conf sort "$work/big.txt" 2>"$work/conf.err" | cksum)
+  warnings=$(grep -c 'ductile: warning' "$work/conf.err")
+  if [ "$out" = "$(sort "$work/big.txt" | cksum)" ] && [ "$warnings" -eq 1 ]; then
+    pass "DUCTILE_CONF=$conf (one warning, defaults kept)"
+  else
+    fail "DUCTILE_CONF=$conf ($warnings warnings)" "$(cat "$work/conf.err")"
+  fi
+done
+LD_PRELOAD=$lib DUCTILE_STATS=maybe sort "$work/big.txt" 2>"$work/statsenv.err" >/dev/null
+if [ "$(grep -c 'ductile: warning: DUCTILE_STATS' "$work/statsenv.err")" -eq 1 ] &&
+  ! grep -q 'End ductile statistics' "$work/statsenv.err"; then
+  pass "DUCTILE_STATS=maybe (one warning, no summary)"
+else
+  fail "DUCTILE_STATS=maybe" "$(cat "$work/statsenv.err")"
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,360 @@
+// The allocator as a whole, through the ductile_ entry points and the core's
+// counters. This program links the library's objects statically, so ductile
+// is also the allocator of the test process itself.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/runtime.h"
+#include "ductile/ductile.h"
+#include "small/size_classes.h"
+
+namespace ductile {
+namespace {
+
+using small::class_of;
+using small::class_size;
+
+size_t natural_alignment(size_t size) {
+  size_t low = size & (~size + 1);  // lowest set bit
+  return low < alignof(max_align_t) ? low : alignof(max_align_t);
+}
+
+void fill(void* p, size_t n, unsigned seed) {
+  auto* b = static_cast<unsigned char*>(p);
+  for (size_t i = 0; i < n; i++) b[i] = static_cast<unsigned char>(seed + i * 7);
+}
+bool check(const void* p, size_t n, unsigned seed) {
+  auto* b = static_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < n; i++)
+    if (b[i] != static_cast<unsigned char>(seed + i * 7)) return false;
+  return true;
+}
+
+TEST(Malloc, EverySizeClassRoundTrips) {
+  std::vector<std::pair<void*, size_t>> live;
+  for (size_t c = 0; c < small::kNumClasses; c++) {
+    size_t hi = class_size(c);
+    size_t lo = c == 0 ? 1 : class_size(c - 1) + 1;
+    if (hi >= core::rt().huge.options().threshold) break;
+    for (size_t size : {lo, hi}) {
+      void* p = ductile_malloc(size);
+      ASSERT_NE(p, nullptr) << size;
+      EXPECT_EQ(ductile_malloc_usable_size(p), hi) << size;
+      EXPECT_TRUE(is_aligned(addr(p), natural_alignment(hi))) << size;
+      fill(p, hi, static_cast<unsigned>(size));
+      live.push_back({p, size});
+    }
+  }
+  for (auto [p, size] : live) {
+    EXPECT_TRUE(check(p, class_size(class_of(size)), static_cast<unsigned>(size))) << size;
+    ductile_free(p);
+  }
+}
+
+TEST(Malloc, ZeroSizeGivesAUniqueBlock) {
+  void* a = ductile_malloc(0);
+  void* b = ductile_malloc(0);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_NE(a, b);
+  ductile_free(a);
+  ductile_free(b);
+}
+
+TEST(Malloc, ImpossibleSizesFailWithEnomem) {
+  for (size_t size : {SIZE_MAX, SIZE_MAX - kPage, static_cast<size_t>(PTRDIFF_MAX) + 1}) {
+    errno = 0;
+    EXPECT_EQ(ductile_malloc(size), nullptr);
+    EXPECT_EQ(errno, ENOMEM);
+  }
+  errno = 0;
+  EXPECT_EQ(ductile_calloc(SIZE_MAX / 2, 3), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  void* p = ductile_malloc(16);
+  errno = 0;
+  EXPECT_EQ(ductile_reallocarray(p, SIZE_MAX / 4, 8), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  ductile_free(p);
+}
+
+TEST(Malloc, FreeOfNullAndOfForeignPointersIsHarmless) {
+  ductile_free(nullptr);
+  int on_stack = 5;
+  ductile_free(&on_stack);
+  EXPECT_EQ(on_stack, 5);
+  EXPECT_EQ(ductile_malloc_usable_size(&on_stack), 0u);
+  EXPECT_EQ(ductile_malloc_usable_size(nullptr), 0u);
+  errno = 0;
+  EXPECT_EQ(ductile_realloc(&on_stack, 64), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+}
+
+TEST(Calloc, ZeroesRecycledMemory) {
+  for (size_t size : {24ul, 200ul, 5000ul, 100000ul, 3ul << 20}) {
+    void* p = ductile_malloc(size);
+    std::memset(p, 0xff, size);
+    ductile_free(p);
+    auto* q = static_cast<unsigned char*>(ductile_calloc(1, size));
+    ASSERT_NE(q, nullptr);
+    for (size_t i = 0; i < size; i++) ASSERT_EQ(q[i], 0) << size << " at " << i;
+    ductile_free(q);
+  }
+}
+
+TEST(Aligned, EveryPowerOfTwoUpTo64MiB) {
+  for (size_t align = 1; align <= (size_t{64} << 20); align <<= 1) {
+    for (size_t size : {1ul, 8ul, 100ul, 4096ul, 70000ul, 3ul << 20}) {
+      void* p = ductile_aligned_alloc(align, size);
+      ASSERT_NE(p, nullptr) << align << " " << size;
+      EXPECT_TRUE(is_aligned(addr(p), align)) << align << " " << size;
+      EXPECT_GE(ductile_malloc_usable_size(p), size);
+      fill(p, size, 3);
+      EXPECT_TRUE(check(p, size, 3));
+      ductile_free(p);
+      if (align >= sizeof(void*)) {
+        void* q = nullptr;
+        ASSERT_EQ(ductile_posix_memalign(&q, align, size), 0);
+        EXPECT_TRUE(is_aligned(addr(q), align));
+        ductile_free(q);
+      }
+    }
+  }
+}
+
+TEST(Aligned, BadAlignmentsAreRefused) {
+  void* q = reinterpret_cast<void*>(1);
+  EXPECT_EQ(ductile_posix_memalign(&q, 24, 8), EINVAL);
+  EXPECT_EQ(ductile_posix_memalign(&q, 4, 8), EINVAL);  // not a multiple of sizeof(void*)
+  EXPECT_EQ(ductile_posix_memalign(&q, 0, 8), EINVAL);
+  EXPECT_EQ(q, reinterpret_cast<void*>(1));  // untouched on error
+  errno = 0;
+  EXPECT_EQ(ductile_aligned_alloc(24, 48), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(ductile_posix_memalign(&q, 64, SIZE_MAX - 10), ENOMEM);
+  // memalign rounds a non-power-of-two alignment up, as glibc does.
+  void* m = ductile_memalign(24, 10);
+  ASSERT_NE(m, nullptr);
+  EXPECT_TRUE(is_aligned(addr(m), 32));
+  ductile_free(m);
+}
+
+TEST(Aligned, VallocAndPvalloc) {
+  void* v = ductile_valloc(10);
+  EXPECT_TRUE(is_aligned(addr(v), kPage));
+  void* pv = ductile_pvalloc(kPage + 1);
+  EXPECT_TRUE(is_aligned(addr(pv), kPage));
+  EXPECT_GE(ductile_malloc_usable_size(pv), 2 * kPage);
+  void* pz = ductile_pvalloc(0);
+  EXPECT_GE(ductile_malloc_usable_size(pz), kPage);
+  ductile_free(v);
+  ductile_free(pv);
+  ductile_free(pz);
+}
+
+TEST(Realloc, KeepsContentsAcrossEveryRange) {
+  // small -> medium -> huge -> bigger huge -> medium -> small
+  const size_t sizes[] = {10, 300, 5000, 40000, 900000, 3 << 20, 9 << 20, 600000, 100, 7};
+  void* p = ductile_realloc(nullptr, sizes[0]);
+  fill(p, sizes[0], 11);
+  size_t valid = sizes[0];
+  for (size_t i = 1; i < sizeof sizes / sizeof sizes[0]; i++) {
+    size_t n = sizes[i];
+    void* q = ductile_realloc(p, n);
+    ASSERT_NE(q, nullptr) << n;
+    size_t keep = valid < n ? valid : n;
+    ASSERT_TRUE(check(q, keep, 11)) << "to " << n;
+    fill(q, n, 11);
+    valid = n;
+    p = q;
+  }
+  ductile_free(p);
+}
+
+TEST(Realloc, ZeroSizeFreesAndNullIsMalloc) {
+  void* p = ductile_realloc(nullptr, 0);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(ductile_realloc(p, 0), nullptr);  // freed, as glibc does
+}
+
+TEST(Realloc, FailureLeavesTheBlockIntact) {
+  for (size_t size : {40ul, 50000ul, 5ul << 20}) {
+    void* p = ductile_malloc(size);
+    fill(p, size, 5);
+    errno = 0;
+    EXPECT_EQ(ductile_realloc(p, SIZE_MAX - 100), nullptr);
+    EXPECT_EQ(errno, ENOMEM);
+    EXPECT_TRUE(check(p, size, 5));
+    ductile_free(p);
+  }
+}
+
+TEST(Realloc, MediumGrowsInPlaceIntoAFreeNeighbour) {
+  void* p = ductile_malloc(40000);
+  fill(p, 40000, 9);
+  void* q = ductile_realloc(p, 80000);
+  ASSERT_NE(q, nullptr);
+  EXPECT_TRUE(check(q, 40000, 9));
+  ductile_free(q);
+}
+
+class Hysteresis : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(Hysteresis, OneBlockAllocFreeMakesNoChunkOrOsCalls) {
+  const size_t size = GetParam();
+  for (int i = 0; i < 10; i++) ductile_free(ductile_malloc(size));  // warm-up
+  chunk::ChunkStats before = core::rt().chunks.stats();
+  uint64_t calls = core::rt().os.counters().total();
+  for (int i = 0; i < 100000; i++) {
+    void* p = ductile_malloc(size);
+    static_cast<volatile char*>(p)[0] = 1;
+    ductile_free(p);
+  }
+  chunk::ChunkStats after = core::rt().chunks.stats();
+  EXPECT_EQ(after.allocs, before.allocs);
+  EXPECT_EQ(after.frees, before.frees);
+  EXPECT_EQ(core::rt().os.counters().total(), calls);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, Hysteresis, ::testing::Values(16, 4096, 65536, 1 << 20));
+
+TEST(Threads, ExitReturnsTheMemoryOfFreeSlabs) {
+  uint64_t purged_before = core::rt().chunks.stats().purged_bytes;
+  size_t cls = class_of(256);
+  std::thread worker([] {
+    std::vector<void*> v;
+    for (int i = 0; i < 40000; i++) v.push_back(ductile_malloc(256));  // 10 MB
+    for (void* p : v) ductile_free(p);
+  });
+  worker.join();
+  uint64_t purged = core::rt().chunks.stats().purged_bytes - purged_before;
+  EXPECT_GE(purged, 9u << 20);
+  EXPECT_LE(core::rt().bins[cls].stats().empty_slabs, small::Bin::kRetainEmpty);
+}
+
+TEST(Threads, CrossThreadFreesWithAShadowOfContents) {
+  // Threads put blocks into slots; any thread takes a block out of any slot,
+  // checks it and frees it, so most frees are cross-thread. Each block starts
+  // with its size and carries its slot's tag at both ends: a block handed to
+  // two owners at once, or reused while still live, shows up as a wrong tag.
+  constexpr int kThreads = 8;
+  constexpr int kSlots = 4096;
+  constexpr int kOps = 60000;
+  std::vector<std::atomic<void*>> slots(kSlots);
+  std::atomic<int> bad{0};
+  // Head tag after the size word, tail tag at the end; they never overlap.
+  auto tag_len = [](size_t size) { return (size - 8) / 2 < 56 ? (size - 8) / 2 : 56; };
+  auto tag = [&](void* p, size_t size, int k) {
+    std::memcpy(p, &size, sizeof size);
+    size_t m = tag_len(size);
+    fill(static_cast<char*>(p) + 8, m, static_cast<unsigned>(k));
+    fill(static_cast<char*>(p) + size - m, m, static_cast<unsigned>(k) + 1);
+  };
+  auto tag_ok = [&](void* p, int k) {
+    size_t size;
+    std::memcpy(&size, p, sizeof size);
+    size_t m = tag_len(size);
+    return check(static_cast<char*>(p) + 8, m, static_cast<unsigned>(k)) &&
+           check(static_cast<char*>(p) + size - m, m, static_cast<unsigned>(k) + 1);
+  };
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kThreads; t++) {
+    ts.emplace_back([&, t] {
+      std::mt19937 rng(t * 131 + 1);
+      for (int i = 0; i < kOps; i++) {
+        int victim = static_cast<int>(rng() % kSlots);
+        if (void* old = slots[victim].exchange(nullptr, std::memory_order_acq_rel)) {
+          if (!tag_ok(old, victim)) bad++;
+          ductile_free(old);
+        }
+        size_t size;
+        unsigned r = rng() % 1000;
+        if (r < 700) size = 16 + rng() % 256;
+        else if (r < 990) size = 257 + rng() % 70000;
+        else if (r < 999) size = 70000 + rng() % 1000000;
+        else size = (2 << 20) + rng() % (2 << 20);
+        void* p = ductile_malloc(size);
+        if (p == nullptr) {
+          bad++;
+          continue;
+        }
+        int k = static_cast<int>(rng() % kSlots);
+        tag(p, size, k);
+        void* expected = nullptr;
+        if (!slots[k].compare_exchange_strong(expected, p, std::memory_order_acq_rel)) ductile_free(p);
+      }
+    });
+  }
+  for (auto& th : ts) th.join();
+  for (int k = 0; k < kSlots; k++)
+    if (void* p = slots[k].load()) {
+      if (!tag_ok(p, k)) bad++;
+      ductile_free(p);
+    }
+  EXPECT_EQ(bad.load(), 0);
+}
+
+TEST(Fork, ChildOfAThreadedProgramCanAllocate) {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; t++) {
+    ts.emplace_back([&, t] {
+      std::vector<void*> v(64, nullptr);
+      unsigned i = 0;
+      while (!stop.load(std::memory_order_relaxed)) {
+        void*& slot = v[i++ % v.size()];
+        ductile_free(slot);
+        slot = ductile_malloc(16 + (i * 37 + t) % 100000);
+      }
+      for (void* p : v) ductile_free(p);
+    });
+  }
+  for (int round = 0; round < 30; round++) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      // In the child: every size range must work, and so must threads.
+      bool ok = true;
+      for (size_t size : {8ul, 1000ul, 50000ul, 3ul << 20}) {
+        void* p = ductile_malloc(size);
+        ok = ok && p != nullptr;
+        if (p) std::memset(p, 1, size);
+        ductile_free(p);
+      }
+      std::thread child_thread([&] { ductile_free(ductile_malloc(100)); });
+      child_thread.join();
+      (void)ductile_trim();
+      _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "round " << round;
+  }
+  stop = true;
+  for (auto& th : ts) th.join();
+}
+
+TEST(Trim, GivesBackEverythingRetained) {
+  std::vector<void*> v;
+  for (int i = 0; i < 2000; i++) v.push_back(ductile_malloc(1000 + i * 10));
+  for (void* p : v) ductile_free(p);
+  ductile_trim();
+  chunk::ChunkStats s = core::rt().chunks.stats();
+  EXPECT_EQ(s.dirty, 0u);
+  EXPECT_EQ(ductile_malloc_trim(0), 0);  // nothing left to release
+  void* p = ductile_malloc(100);
+  EXPECT_NE(p, nullptr);
+  ductile_free(p);
+}
+
+}  // namespace
+}  // namespace ductile

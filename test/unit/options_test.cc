@@ -1,0 +1,53 @@
+#include <gtest/gtest.h>
+
+#include "core/options.h"
+
+namespace ductile {
+namespace {
+
+using core::Options;
+using core::parse_options;
+
+TEST(Options, ParsesEveryKnownOption) {
+  Options o;
+  EXPECT_EQ(parse_options("thp:never,decay_ms:2000,huge_threshold:4m,tcache:false", o), 0u);
+  EXPECT_EQ(o.thp, huge::ThpPolicy::kNever);
+  EXPECT_EQ(o.decay_ms, 2000u);
+  EXPECT_EQ(o.huge_threshold, size_t{4} << 20);
+  EXPECT_FALSE(o.tcache);
+  EXPECT_EQ(parse_options("thp:always,,tcache:1", o), 0u);
+  EXPECT_EQ(o.thp, huge::ThpPolicy::kAlways);
+  EXPECT_TRUE(o.tcache);
+  EXPECT_EQ(parse_options("", o), 0u);
+  EXPECT_EQ(parse_options(nullptr, o), 0u);
+}
+
+TEST(Options, MalformedEntriesAreRejectedAndKeepTheDefault) {
+  Options o;
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(parse_options("thp:sometimes", o), 1u);
+  EXPECT_EQ(parse_options("decay_ms:12x", o), 1u);
+  EXPECT_EQ(parse_options("decay_ms:99999999999999999999999", o), 1u);
+  EXPECT_EQ(parse_options("huge_threshold:100", o), 1u);  // below the small classes
+  EXPECT_EQ(parse_options("huge_threshold:1g", o), 1u);   // above the class table
+  EXPECT_EQ(parse_options("nosuch:1,decay_ms", o), 2u);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("ductile: warning: DUCTILE_CONF: unknown option \"nosuch:1\" ignored"), std::string::npos);
+  Options defaults;
+  EXPECT_EQ(o.thp, defaults.thp);
+  EXPECT_EQ(o.decay_ms, defaults.decay_ms);
+  EXPECT_EQ(o.huge_threshold, defaults.huge_threshold);
+}
+
+TEST(Options, PrintsValues) {
+  Options o;
+  char buf[32];
+  ASSERT_TRUE(core::option_to_string(o, "decay_ms", buf, sizeof buf));
+  EXPECT_STREQ(buf, "10000");
+  ASSERT_TRUE(core::option_to_string(o, "thp", buf, sizeof buf));
+  EXPECT_STREQ(buf, "auto");
+  EXPECT_FALSE(core::option_to_string(o, "nope", buf, sizeof buf));
+}
+
+}  // namespace
+}  // namespace ductile

@@ -1,0 +1,171 @@
+// Size classes and the central bins, against a chunk layer on the fake kernel.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "chunk/chunk.h"
+#include "small/bin.h"
+#include "small/size_classes.h"
+#include "small/thread_cache.h"
+#include "support/fake_clock.h"
+#include "support/fake_kernel.h"
+
+namespace ductile {
+namespace {
+
+using namespace small;
+
+TEST(SizeClasses, EverySizeMapsToTheSmallestClassThatHoldsIt) {
+  for (size_t s = 0; s <= kMaxClassSize; s += (s < 65536 ? 1 : 61)) {
+    size_t c = class_of(s);
+    ASSERT_LT(c, kNumClasses);
+    ASSERT_GE(class_size(c), s) << s;
+    if (c > 0) ASSERT_LT(class_size(c - 1), s == 0 ? 1 : s) << s;
+  }
+  EXPECT_EQ(class_size(class_of(0)), 8u);
+  EXPECT_EQ(class_size(class_of(8)), 8u);  // the 8-byte class costs 8 bytes
+  EXPECT_EQ(class_size(class_of(24)), 24u);
+  EXPECT_EQ(class_size(class_of(72)), 80u);
+  EXPECT_EQ(class_size(class_of(200)), 224u);
+  EXPECT_EQ(class_size(kNumClasses - 1), kMaxClassSize);
+}
+
+TEST(SizeClasses, AboutFourPerDoubling) {
+  for (size_t c = 12; c + 4 < kNumClasses; c++) EXPECT_EQ(class_size(c + 4), 2 * class_size(c)) << c;
+}
+
+TEST(SizeClasses, SlabsWasteUnderTwoPercent) {
+  for (size_t c = 0; c < kNumSmall; c++) {
+    size_t bytes = kClasses.slab_pages[c] * kPage;
+    size_t used = size_t{kClasses.objects_per_slab[c]} * class_size(c);
+    EXPECT_LE(used, bytes);
+    EXPECT_LT((bytes - used) * 50, bytes) << class_size(c);
+  }
+  for (size_t c = kNumSmall; c < kNumClasses; c++) EXPECT_TRUE(is_aligned(class_size(c), kPage));
+}
+
+TEST(ThreadCacheLayout, SlotsPartitionTheArray) {
+  auto tc = std::make_unique<ThreadCache>();
+  tc->init();
+  size_t total = 0;
+  for (size_t c = 0; c < kNumClasses; c++) {
+    EXPECT_EQ(tc->bins[c].items, &tc->slots[total]);
+    EXPECT_GE(tc->bins[c].cap, 1u);
+    total += tc->bins[c].cap;
+  }
+  EXPECT_EQ(total, kCacheSlots);
+}
+
+class BinTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    os_ = std::make_unique<os::Os>(kernel_);
+    chunk::Options o;
+    o.decay_ns = 1000 * 1000000ull;
+    o.reservation = 64 << 20;
+    chunks_ = std::make_unique<chunk::ChunkLayer>(*os_, clock_, o);
+  }
+  test::FakeKernel kernel_;
+  test::FakeClock clock_;
+  std::unique_ptr<os::Os> os_;
+  std::unique_ptr<chunk::ChunkLayer> chunks_;
+};
+
+TEST_F(BinTest, FillHandsOutDistinctAlignedObjectsThatTheFreeFinds) {
+  for (size_t c : {class_of(8), class_of(24), class_of(200), class_of(4096), class_of(kMaxSmall)}) {
+    Bin bin;
+    bin.init(c, chunks_.get());
+    std::vector<void*> v(3000);
+    ASSERT_EQ(bin.fill(v.data(), v.size()), v.size());
+    std::set<void*> seen(v.begin(), v.end());
+    EXPECT_EQ(seen.size(), v.size());
+    size_t sz = class_size(c);
+    for (void* p : v) {
+      chunk::Extent* e = chunks_->lookup(p);
+      ASSERT_NE(e, nullptr);
+      EXPECT_EQ(e->kind, chunk::ExtentKind::kSlab);
+      EXPECT_EQ(e->size_class, c);
+      EXPECT_EQ((addr(p) - e->base) % sz, 0u);
+      std::memset(p, static_cast<int>(c), sz);
+    }
+    for (void* p : v) EXPECT_EQ(*static_cast<unsigned char*>(p), static_cast<unsigned char>(c));
+    bin.flush(v.data(), v.size());
+    EXPECT_EQ(bin.stats().free_objects, bin.stats().slabs * kClasses.objects_per_slab[c]);
+  }
+}
+
+TEST_F(BinTest, ObjectsNeverHandedOutStayUntouched) {
+  Bin bin;
+  size_t c = class_of(64);
+  bin.init(c, chunks_.get());
+  void* p = nullptr;
+  ASSERT_EQ(bin.fill(&p, 1), 1u);
+  // The slab's other pages were never written: the chunk layer gave us clean
+  // memory and nothing but the first object was handed out.
+  chunk::Extent* e = chunks_->lookup(p);
+  EXPECT_EQ(p, ptr(e->base));
+  bin.flush(&p, 1);
+}
+
+TEST_F(BinTest, DrainAndRefillKeepsTheSlab) {
+  Bin bin;
+  size_t c = class_of(16);
+  bin.init(c, chunks_.get());
+  void* p;
+  ASSERT_EQ(bin.fill(&p, 1), 1u);
+  bin.flush(&p, 1);
+  chunk::ChunkStats before = chunks_->stats();
+  size_t calls = os_->counters().total();
+  for (int i = 0; i < 100000; i++) {
+    ASSERT_EQ(bin.fill(&p, 1), 1u);
+    bin.flush(&p, 1);
+    if (i % 100 == 0) clock_.advance_ms(1);
+  }
+  chunk::ChunkStats after = chunks_->stats();
+  EXPECT_EQ(after.allocs, before.allocs);
+  EXPECT_EQ(after.frees, before.frees);
+  EXPECT_EQ(os_->counters().total(), calls);
+  EXPECT_EQ(bin.stats().slab_allocs, 1u);
+}
+
+TEST_F(BinTest, SurplusEmptySlabsGoAfterTheDecayTimeAndOneStays) {
+  Bin bin;
+  size_t c = class_of(4096);
+  bin.init(c, chunks_.get());
+  std::vector<void*> v(40);  // 10 slabs of 4
+  ASSERT_EQ(bin.fill(v.data(), v.size()), v.size());
+  bin.flush(v.data(), v.size());
+  EXPECT_EQ(bin.stats().empty_slabs, 10u);  // freshly empty: all kept
+  clock_.advance_ms(1500);
+  // Emptying another slab now lets the oldest surplus one go (one per flush).
+  ASSERT_EQ(bin.fill(v.data(), 4), 4u);
+  bin.flush(v.data(), 4);
+  EXPECT_EQ(bin.stats().slab_returns, 1u);
+  bin.release_surplus();
+  EXPECT_EQ(bin.stats().empty_slabs, Bin::kRetainEmpty);
+  chunk::ChunkStats s = chunks_->stats();
+  EXPECT_GE(s.purged_bytes, (10 - Bin::kRetainEmpty) * kClasses.slab_pages[c] * kPage);
+  bin.trim();
+  EXPECT_EQ(bin.stats().empty_slabs, 0u);
+  EXPECT_EQ(bin.stats().slabs, 0u);
+  EXPECT_EQ(chunks_->stats().active, 0u);
+}
+
+TEST_F(BinTest, OutOfMemoryIsAShortFill) {
+  Bin bin;
+  size_t c = class_of(1024);
+  bin.init(c, chunks_.get());
+  kernel_.fail(test::Sys::kMmap, ENOMEM, 100);
+  void* v[4];
+  EXPECT_EQ(bin.fill(v, 4), 0u);
+  kernel_.clear_failures();
+  EXPECT_EQ(bin.fill(v, 4), 4u);
+  bin.flush(v, 4);
+}
+
+}  // namespace
+}  // namespace ductile
