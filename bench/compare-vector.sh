@@ -1,0 +1,223 @@
+#!/bin/bash
+# The vector-doubling comparison (issue 4): bench/vector_doubling under glibc,
+# jemalloc, mimalloc, tcmalloc and ductile, plus the two bare-memory limits,
+# in one go; prints a table (time, ratio to ductile, peak RSS, moves, copies)
+# and the issue's goals, and draws a PNG chart with gnuplot.
+#
+#   bench/compare-vector.sh [--rounds N] [--top SIZE] [--reps N]
+#                           [--png PATH | --no-png] [--build-dir DIR]
+#                           [--ductile LIB] [--keep DIR]
+#
+#   --rounds N     rounds of the loop (default 10)
+#   --top SIZE     exclusive top size, e.g. 1G (default 1G: the last block is 512 MiB)
+#   --reps N       runs of each, interleaved; the table shows medians (default 1)
+#   --png PATH     the chart (default docs/vector-doubling.png in the source tree)
+#   --build-dir    where bench/vector_doubling and .libs/libductile.so are
+#                  (default $BUILD_DIR, else the directory above this script)
+#   --ductile LIB  the library preloaded as ductile
+#   --keep DIR     keep the raw outputs (and the chart's data) in DIR
+#
+# Environment: BUILD_DIR, DUCTILE_LIB, JEMALLOC_LIB, MIMALLOC_LIB,
+# TCMALLOC_LIB. A peer whose library is missing, and ductile while its
+# library does not export malloc yet, show as "unavailable". The runs are
+# sequential: never two benchmarks at once.
+set -u
+
+script_dir=$(cd "$(dirname "$0")" && pwd)
+src_dir=$(dirname "$script_dir")
+build_dir=${BUILD_DIR:-$src_dir}
+ductile_lib=${DUCTILE_LIB:-}
+rounds=10
+top=1G
+reps=1
+png=$src_dir/docs/vector-doubling.png
+keep=
+
+usage() {
+  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+  exit "${1:-0}"
+}
+
+while [ $# -gt 0 ]; do
+  case $1 in
+    --rounds) rounds=$2; shift ;;
+    --rounds=*) rounds=${1#*=} ;;
+    --top) top=$2; shift ;;
+    --top=*) top=${1#*=} ;;
+    --reps) reps=$2; shift ;;
+    --reps=*) reps=${1#*=} ;;
+    --png) png=$2; shift ;;
+    --png=*) png=${1#*=} ;;
+    --no-png) png= ;;
+    --build-dir) build_dir=$2; shift ;;
+    --build-dir=*) build_dir=${1#*=} ;;
+    --ductile) ductile_lib=$2; shift ;;
+    --ductile=*) ductile_lib=${1#*=} ;;
+    --keep) keep=$2; shift ;;
+    --keep=*) keep=${1#*=} ;;
+    -h|--help) usage 0 ;;
+    *) echo "compare-vector.sh: unknown option '$1'" >&2; usage 2 >&2 ;;
+  esac
+  shift
+done
+
+case $rounds$reps in *[!0-9]*|'') echo "compare-vector.sh: --rounds and --reps take numbers" >&2; exit 2 ;; esac
+ductile_lib=${ductile_lib:-$build_dir/.libs/libductile.so}
+prog=$build_dir/bench/vector_doubling
+if [ ! -x "$prog" ]; then
+  echo "compare-vector.sh: $prog is missing (run 'make bench/vector_doubling')" >&2
+  exit 1
+fi
+
+if [ -n "$keep" ]; then
+  out=$keep
+  mkdir -p "$out" || exit 1
+else
+  out=$(mktemp -d "${TMPDIR:-/tmp}/compare-vector.XXXXXX") || exit 1
+  trap 'rm -rf "$out"' EXIT
+fi
+
+# --- what runs ----------------------------------------------------------------
+libdir=/usr/lib/x86_64-linux-gnu
+names=(glibc jemalloc mimalloc tcmalloc ductile "bare mmap+THP" "bare faulted")
+libs=("" "${JEMALLOC_LIB:-$libdir/libjemalloc.so.2}" "${MIMALLOC_LIB:-$libdir/libmimalloc.so.2}"
+      "${TCMALLOC_LIB:-$libdir/libtcmalloc_minimal.so.4}" "$ductile_lib" "" "")
+args=("" "" "" "" "" "--bare-thp" "--bare-faulted")
+n=${#names[@]}
+ductile=4
+
+avail=()
+why=()
+for ((i = 0; i < n; i++)); do
+  avail[i]=yes
+  why[i]=
+  lib=${libs[i]}
+  if [ -n "$lib" ] && [ ! -r "$lib" ]; then
+    avail[i]=no
+    why[i]="$lib not found"
+  fi
+done
+if [ "${avail[ductile]}" = yes ] && ! nm -D --defined-only "$ductile_lib" 2>/dev/null | grep -qw malloc; then
+  avail[ductile]=no
+  why[ductile]="$ductile_lib does not export malloc yet"
+fi
+
+run_one() {  # index rep -> writes $out/<index>.<rep>
+  local i=$1 r=$2 line
+  local -a cmd=("$prog")
+  [ -n "${args[i]}" ] && cmd+=("${args[i]}")
+  cmd+=("$rounds" "$top")
+  if [ -n "${libs[i]}" ]; then
+    line=$(env LD_PRELOAD="${libs[i]}" "${cmd[@]}" 2>>"$out/$i.stderr")
+  else
+    line=$(env -u LD_PRELOAD "${cmd[@]}" 2>>"$out/$i.stderr")
+  fi
+  local rc=$?
+  if [ $rc -ne 0 ] || [ -z "$line" ]; then
+    echo "compare-vector.sh: ${names[i]} failed (exit $rc); see $out/$i.stderr" >&2
+    return 1
+  fi
+  echo "$line" >"$out/$i.$r"
+}
+
+echo "vector doubling: $rounds rounds to $top (exclusive), $reps run(s) each; $(uname -r), THP $(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)"
+for ((r = 0; r < reps; r++)); do
+  # Interleave the allocators and rotate who starts, so drift hits all alike.
+  for ((k = 0; k < n; k++)); do
+    i=$(((k + r) % n))
+    [ "${avail[i]}" = yes ] || continue
+    printf '  run %d/%d: %-14s' $((r + 1)) "$reps" "${names[i]}" >&2
+    if run_one "$i" "$r"; then
+      sed -n 's/.*seconds=\([^ ]*\).*/ \1 s/p' "$out/$i.$r" >&2
+    else
+      avail[i]=no
+      why[i]="failed"
+    fi
+  done
+done
+
+# --- medians ----------------------------------------------------------------------
+field() {  # key file -> value
+  sed -n "s/.* $1=\([^ ]*\).*/\1/p" "$2"
+}
+median() {  # key index -> median over the reps
+  local key=$1 i=$2 f
+  for f in "$out/$i".[0-9]*; do field "$key" "$f"; done |
+    sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.4f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+secs=()
+rss=()
+moves=()
+copies=()
+final=
+for ((i = 0; i < n; i++)); do
+  secs[i]=
+  rss[i]=
+  moves[i]=-
+  copies[i]=-
+  [ "${avail[i]}" = yes ] || continue
+  secs[i]=$(median seconds "$i")
+  rss[i]=$(median peak_rss_mib "$i")
+  last=$(ls "$out/$i".[0-9]* | tail -n 1)
+  m=$(field moves "$last")
+  c=$(field copy "$last")
+  [ -n "$m" ] && moves[i]=$m
+  [ -n "$c" ] && copies[i]=$c
+  [ -z "$final" ] && final=$(field final "$last")
+done
+
+ratio() {  # a b -> a/b
+  awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "n/a"; else printf "%.2f\n", a / b }'
+}
+
+echo
+printf '%-15s %9s %11s %14s %7s %7s\n' allocator seconds "x ductile" "peak RSS MiB" moves copies
+printf '%-15s %9s %11s %14s %7s %7s\n' --------------- --------- ----------- -------------- ------- -------
+for ((i = 0; i < n; i++)); do
+  if [ "${avail[i]}" != yes ]; then
+    printf '%-15s %9s   (%s)\n' "${names[i]}" unavailable "${why[i]}"
+    continue
+  fi
+  x=$(ratio "${secs[i]}" "${secs[ductile]}")
+  [ "$x" != n/a ] && x=${x}x
+  printf '%-15s %9.3f %11s %14.1f %7s %7s\n' "${names[i]}" "${secs[i]}" "$x" "${rss[i]}" "${moves[i]}" "${copies[i]}"
+done
+echo "moves: reallocs of a block of 2 MiB or more that returned a new address; copies: ductile's own count (copy growth path)"
+
+if [ "${avail[ductile]}" = yes ]; then
+  fin_mib=$(awk -v f="$final" 'BEGIN { printf "%.1f", f / 1048576 }')
+  echo
+  echo "goals (issue 4), measured in this run:"
+  echo "  glibc / ductile            $(ratio "${secs[0]}" "${secs[ductile]}")   (goal >= 3)"
+  echo "  jemalloc / ductile         $(ratio "${secs[1]}" "${secs[ductile]}")   (goal >= 3)"
+  echo "  ductile / bare mmap+THP    $(ratio "${secs[ductile]}" "${secs[5]}")   (goal <= 1.2)"
+  echo "  ductile / bare faulted     $(ratio "${secs[ductile]}" "${secs[6]}")   (target beyond: <= 2)"
+  echo "  copies once huge           ${copies[ductile]}      (goal 0)"
+  echo "  peak RSS / final block     $(ratio "${rss[ductile]}" "$fin_mib")   (goal <= 1.1; final block $fin_mib MiB)"
+fi
+
+# --- chart --------------------------------------------------------------------------
+if [ -n "$png" ]; then
+  if ! command -v gnuplot >/dev/null 2>&1; then
+    echo "compare-vector.sh: gnuplot not found, no chart" >&2
+    exit 0
+  fi
+  dat=$out/vector.dat
+  : >"$dat"
+  for ((i = 0; i < n; i++)); do
+    [ "${avail[i]}" = yes ] || continue
+    colour=0x4477aa
+    [ $i -eq $ductile ] && colour=0xcc3311
+    [ $i -ge 5 ] && colour=0x999999
+    printf '"%s" %s %s %d\n' "${names[i]}" "${secs[i]}" "${rss[i]}" "$colour" >>"$dat"
+  done
+  mkdir -p "$(dirname "$png")"
+  subtitle="$rounds rounds to $top, $(uname -r), THP $(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)"
+  if gnuplot -e "datafile='$dat'; outfile='$png'; subtitle='$subtitle'" "$script_dir/vector.gp"; then
+    echo
+    echo "chart: $png"
+  else
+    echo "compare-vector.sh: gnuplot failed" >&2
+  fi
+fi

@@ -1,0 +1,401 @@
+#include "huge/huge.h"
+
+#include <cstring>
+#include <new>
+
+namespace ductile::huge {
+
+using chunk::Extent;
+using chunk::ExtentKind;
+using chunk::GrowPath;
+using chunk::GrowResult;
+
+namespace {
+// The largest block: pointer differences within it must fit in ptrdiff_t, as
+// for any malloc.
+constexpr size_t kMaxBlock = static_cast<size_t>(PTRDIFF_MAX) & ~(kPage - 1);
+
+constexpr size_t min_of(size_t a, size_t b) { return a < b ? a : b; }
+}  // namespace
+
+const char* growth_path_name(GrowthPath p) noexcept {
+  switch (p) {
+    case GrowthPath::kHeadroom: return "headroom";
+    case GrowthPath::kNeighbour: return "neighbour";
+    case GrowthPath::kFixedMap: return "fixed_map";
+    case GrowthPath::kMremap: return "mremap";
+    case GrowthPath::kCopy: return "copy";
+    case GrowthPath::kCount: break;
+  }
+  return "?";
+}
+
+HugeLayer::HugeLayer(chunk::ChunkLayer& chunks, const Options& options) noexcept
+    : chunks_(chunks), options_(options) {}
+
+size_t HugeLayer::size_for(size_t size) noexcept {
+  if (size > kMaxBlock) return 0;
+  return size == 0 ? kPage : align_up(size, kPage);
+}
+
+size_t HugeLayer::span_for(size_t usable) const noexcept {
+  size_t room = 0;
+  if (options_.headroom_factor != 0) {
+    room = options_.max_headroom;
+    if (usable <= room / options_.headroom_factor) room = usable * options_.headroom_factor;
+  }
+  size_t span = usable + room;
+  if (span < usable) span = usable;
+  size_t whole = align_up(span, kHugePage);
+  if (whole == 0) whole = align_up(usable, kHugePage);
+  return whole != 0 ? whole : usable;
+}
+
+// ---- span records ------------------------------------------------------
+
+HugeLayer::Span* HugeLayer::new_record() noexcept {
+  {
+    LockGuard g(lock_);
+    if (Span* s = spare_) {
+      spare_ = s->next;
+      return new (s) Span();
+    }
+  }
+  void* mem = chunks_.meta().alloc(sizeof(Span), alignof(Span));
+  return mem != nullptr ? new (mem) Span() : nullptr;
+}
+
+void HugeLayer::free_record(Span* s) noexcept {
+  LockGuard g(lock_);
+  s->next = spare_;
+  spare_ = s;
+}
+
+// ---- taking and shaping spans --------------------------------------------
+
+HugeLayer::Fresh HugeLayer::take_span(size_t usable, size_t align) noexcept {
+  const size_t a = align > kHugePage ? align : kHugePage;
+  size_t least = align_up(usable, kHugePage);
+  if (least == 0) least = usable;
+  const size_t want = span_for(usable);
+  if (strict()) return take_span_strict(usable, a, least, want);
+  // The block first, where the chunk layer places it best: a recycled,
+  // still faulted-in extent before fresh space, the tightest first. Then its
+  // headroom from whatever is free behind it. (Asking for block + headroom
+  // at once would pass over the extent a block of the same size just freed:
+  // its headroom went back clean, apart from it.)
+  chunk::Allocation got = chunks_.alloc(least, a);
+  Extent* e = got.extent;
+  if (e == nullptr) return {};
+  size_t zero_from = got.zeroed ? 0 : e->size;
+  if (want > least) {
+    GrowResult r = chunks_.grow(e, want, false);
+    if (r.path != GrowPath::kRefused) {
+      if (!r.zeroed) zero_from = e->size;
+    } else {
+      // Something busy right behind it: look for a place with room, but
+      // keep resident pages over fresh ones with room.
+      chunk::Allocation roomy = chunks_.alloc(want, a);
+      if (roomy.extent != nullptr && !got.zeroed && roomy.zeroed) {
+        chunks_.free(roomy.extent, 0);  // untouched: back as clean
+      } else if (roomy.extent != nullptr) {
+        chunks_.free(e, got.zeroed ? 0 : SIZE_MAX);
+        e = roomy.extent;
+        zero_from = roomy.zeroed ? 0 : e->size;
+      }
+    }
+  }
+  return {e, zero_from, e->size};
+}
+
+HugeLayer::Fresh HugeLayer::take_span_strict(size_t usable, size_t align, size_t least, size_t want) noexcept {
+  // Block and headroom at once, uncommitted (commit 0): the chunk layer
+  // would commit headroom it adds by growth, and the kernel charge it.
+  const size_t sizes[2] = {want, least};
+  for (size_t i = 0; i < 2; i++) {
+    if (i == 1 && sizes[1] >= sizes[0]) break;
+    chunk::Allocation got = chunks_.alloc(sizes[i], align, 0);
+    Extent* e = got.extent;
+    if (e == nullptr) continue;
+    const size_t zero_from = got.zeroed ? 0 : e->size;
+    if (e->committed) return {e, zero_from, e->size};
+    if (!chunks_.os().commit(ptr(e->base), usable)) {
+      chunks_.free(e, 0);
+      return {};
+    }
+    // The flag now speaks for [base, base+committed), the part free() and
+    // the chunk layer's shrink are told is committed.
+    e->committed = true;
+    return {e, zero_from, usable};
+  }
+  return {};
+}
+
+void HugeLayer::adopt(Extent* e, Span* s, const Fresh& f, size_t usable) noexcept {
+  s->committed = f.committed;
+  // The first `usable` bytes are the caller's (new, or carried over by a move).
+  s->zero_from = f.zero_from > usable ? f.zero_from : usable;
+  s->advised = false;
+  e->kind = ExtentKind::kHuge;
+  e->owner = s;
+  e->usable = usable;
+  stats_.span_bytes.fetch_add(e->size, std::memory_order_relaxed);
+  stats_.active_bytes.fetch_add(usable, std::memory_order_relaxed);
+}
+
+bool HugeLayer::commit_to(Extent* e, Span* s, size_t upto) noexcept {
+  if (!strict() || upto <= s->committed) return true;
+  if (!chunks_.os().commit(ptr(e->base + s->committed), upto - s->committed)) return false;
+  s->committed = upto;
+  return true;
+}
+
+void HugeLayer::set_usable(Extent* e, Span* s, size_t usable, bool zero) noexcept {
+  const size_t old = e->usable;
+  if (usable > old) {
+    if (zero) {
+      // Only what is not known to be zero: a clean span's untouched part is.
+      size_t end = min_of(usable, s->zero_from);
+      if (end > old) std::memset(ptr(e->base + old), 0, end - old);
+    }
+    if (s->zero_from < usable) s->zero_from = usable;  // the caller may write it now
+    stats_.active_bytes.fetch_add(usable - old, std::memory_order_relaxed);
+  } else {
+    stats_.active_bytes.fetch_sub(old - usable, std::memory_order_relaxed);
+  }
+  e->usable = usable;
+}
+
+void HugeLayer::trim_span(Extent* e, Span* s, size_t keep) noexcept {
+  if (keep >= e->size) return;
+  const size_t before = e->size;
+  if (strict() && s->committed < e->size) {
+    // The chunk layer gives the tail e's `committed` flag: cut the
+    // uncommitted part off on its own, marked as such.
+    size_t cut = s->committed > keep ? s->committed : keep;
+    e->committed = false;
+    bool ok = chunks_.shrink(e, cut);
+    e->committed = true;
+    if (!ok) return;
+  }
+  if (keep < e->size && !chunks_.shrink(e, keep)) {
+    // Out of metadata: the span keeps (some of) its tail, nothing is lost.
+  }
+  if (s->committed > e->size) s->committed = e->size;
+  if (s->zero_from > e->size) s->zero_from = e->size;
+  stats_.span_bytes.fetch_sub(before - e->size, std::memory_order_relaxed);
+}
+
+void HugeLayer::shrink_block(Extent* e, Span* s, size_t usable) noexcept {
+  set_usable(e, s, usable, false);
+  stats_.shrinks.fetch_add(1, std::memory_order_relaxed);
+  trim_span(e, s, span_for(usable));
+}
+
+// ---- transparent huge pages ------------------------------------------------
+
+bool HugeLayer::wants_thp(size_t usable) const noexcept {
+  switch (options_.thp) {
+    case ThpPolicy::kNever: return false;
+    case ThpPolicy::kAlways: return true;
+    case ThpPolicy::kAuto: break;
+  }
+  return usable >= kHugePage;
+}
+
+bool HugeLayer::advise(uintptr_t lo, uintptr_t hi) noexcept {
+  if (lo >= hi) return true;
+  {
+    LockGuard g(lock_);
+    if (advised_.covers(lo, hi)) return true;
+  }
+  // Outside the lock: two threads advising the same range is harmless.
+  if (!chunks_.os().advise_huge(ptr(lo), hi - lo)) return false;
+  LockGuard g(lock_);
+  advised_.add(lo, hi);
+  return true;
+}
+
+void HugeLayer::advise_span(Extent* e, Span* s, size_t usable) noexcept {
+  if (!s->advised && wants_thp(usable)) s->advised = advise(e->base, e->end());
+}
+
+// ---- alloc and free ----------------------------------------------------------
+
+void* HugeLayer::alloc(size_t size, size_t align, bool zero) noexcept {
+  if (align < kPage) align = kPage;
+  if (!is_pow2(align)) return nullptr;
+  const size_t usable = size_for(size);
+  if (usable == 0) return nullptr;
+  Span* s = new_record();
+  if (s == nullptr) return nullptr;
+  Fresh f = take_span(usable, align);
+  if (f.e == nullptr) {
+    free_record(s);
+    return nullptr;
+  }
+  adopt(f.e, s, f, 0);
+  set_usable(f.e, s, usable, zero);
+  advise_span(f.e, s, usable);
+  stats_.allocs.fetch_add(1, std::memory_order_relaxed);
+  return ptr(f.e->base);
+}
+
+void HugeLayer::free(Extent* e) noexcept {
+  DUCTILE_CHECK(e != nullptr && e->kind == ExtentKind::kHuge && e->owner != nullptr);
+  Span* s = span_of(e);
+  stats_.active_bytes.fetch_sub(e->usable, std::memory_order_relaxed);
+  stats_.span_bytes.fetch_sub(e->size, std::memory_order_relaxed);
+  stats_.frees.fetch_add(1, std::memory_order_relaxed);
+  // The span past `committed` (strict overcommit) or past what was ever
+  // written (zero_from) goes back clean: no memset for a zeroed request
+  // there, no purge of pages that were never there.
+  chunks_.free(e, strict() ? s->committed : s->zero_from);
+  free_record(s);
+}
+
+// ---- growth ------------------------------------------------------------------
+
+GrowResult HugeLayer::extend(Extent* e, size_t usable) noexcept {
+  // Take the new size's headroom along when it is free: it costs nothing
+  // until touched. Not under strict overcommit, where the chunk layer
+  // commits (and the kernel charges) what it adds.
+  const size_t want = strict() ? usable : span_for(usable);
+  for (int pass = 0; pass < 2; pass++) {
+    const bool may_map = pass == 1;  // the neighbours first, then a mapping past them
+    GrowResult r = chunks_.grow(e, want, may_map);
+    if (r.path == GrowPath::kRefused && want != usable) r = chunks_.grow(e, usable, may_map);
+    if (r.path != GrowPath::kRefused) return r;
+  }
+  return {};
+}
+
+bool HugeLayer::grow_in_place(Extent* e, Span* s, size_t usable, bool zero) noexcept {
+  GrowthPath path = GrowthPath::kHeadroom;
+  if (usable <= e->size) {
+    if (!commit_to(e, s, usable)) return false;
+  } else {
+    // The chunk layer commits what it adds; what lies before must be committed first.
+    if (!commit_to(e, s, e->size)) return false;
+    const uintptr_t old_end = e->end();
+    GrowResult r = extend(e, usable);
+    if (r.path == GrowPath::kRefused) return false;
+    path = r.path == GrowPath::kMapped ? GrowthPath::kFixedMap : GrowthPath::kNeighbour;
+    stats_.span_bytes.fetch_add(e->end() - old_end, std::memory_order_relaxed);
+    s->committed = e->size;
+    if (!r.zeroed) s->zero_from = e->size;
+    // Advising only the added range merges it into the span's mapping.
+    if (s->advised) s->advised = advise(old_end, e->end());
+  }
+  set_usable(e, s, usable, zero);
+  advise_span(e, s, usable);  // a block that just reached the kAuto size
+  stats_.growth[static_cast<size_t>(path)].fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+bool HugeLayer::restore_target(Extent* t, size_t len) noexcept {
+  // mremap onto a fixed target unmaps the target first; a kernel that fails
+  // after that (ENOMEM in the move itself) leaves a hole there. Find out
+  // without clobbering anything: mapping there again succeeds only on a hole.
+  os::MapStatus st = chunks_.os().reserve_at(ptr(t->base), len);
+  if (st == os::MapStatus::kOccupied) return true;  // refused before it touched the target
+  if (st == os::MapStatus::kFailed) return false;
+  {
+    LockGuard g(lock_);
+    advised_.remove(t->base, t->base + len);  // a fresh mapping carries no advice
+  }
+  return !strict() || chunks_.os().commit(ptr(t->base), len);
+}
+
+void* HugeLayer::move(Extent* e, Span* s, size_t usable, size_t align, bool zero) noexcept {
+  const uintptr_t from = e->base;
+  const size_t carry = min_of(e->usable, usable);
+  Fresh f = take_span(usable, align);
+  if (f.e == nullptr) return nullptr;
+  GrowthPath path = GrowthPath::kCopy;
+  // 4. mremap: only whole blocks (not a shrinking, aligning move), and only
+  // once the old span is exactly the bytes that move, so that the chunk
+  // layer can forget it afterwards. Moving no more than the block keeps the
+  // new headroom the target's own (already mapped) space.
+  if (carry == e->usable) {
+    trim_span(e, s, carry);
+    if (e->size == carry) {
+      void* p = chunks_.os().remap(ptr(from), carry, carry, os::RemapMode::kFixed, ptr(f.e->base));
+      if (p != nullptr) {
+        path = GrowthPath::kMremap;
+      } else if (!restore_target(f.e, carry)) {
+        // The target is in an unknown state: drop it (unmapping a hole is
+        // harmless) and copy into another span.
+        (void)chunks_.os().unmap(ptr(f.e->base), f.e->size);
+        chunks_.forget(f.e);
+        f = take_span(usable, align);
+        if (f.e == nullptr) return nullptr;
+      }
+    }
+  }
+  Extent* t = f.e;
+  if (path == GrowthPath::kCopy) std::memcpy(ptr(t->base), ptr(from), carry);
+
+  // The old block is gone (moved) or to be freed; s describes the new one.
+  const size_t old_committed = s->committed;
+  const size_t old_zero_from = s->zero_from;
+  const bool old_advised = s->advised;
+  stats_.active_bytes.fetch_sub(e->usable, std::memory_order_relaxed);
+  stats_.span_bytes.fetch_sub(e->size, std::memory_order_relaxed);
+  adopt(t, s, f, carry);
+  if (path == GrowthPath::kMremap) {
+    chunks_.forget(e);
+    // The moved pages brought their mapping's advice with them.
+    LockGuard g(lock_);
+    advised_.remove(from, from + carry);
+    if (old_advised) advised_.add(t->base, t->base + carry);
+    else advised_.remove(t->base, t->base + carry);
+  } else {
+    chunks_.free(e, strict() ? old_committed : old_zero_from);
+  }
+  set_usable(t, s, usable, zero);
+  advise_span(t, s, usable);
+  stats_.growth[static_cast<size_t>(path)].fetch_add(1, std::memory_order_relaxed);
+  return ptr(t->base);
+}
+
+size_t HugeLayer::resize_in_place(Extent* e, size_t new_size, bool zero) noexcept {
+  Span* s = span_of(e);
+  const size_t old = e->usable;
+  const size_t usable = size_for(new_size);
+  if (usable == 0 || usable == old) return old;
+  if (usable < old) {
+    shrink_block(e, s, usable);
+    return usable;
+  }
+  return grow_in_place(e, s, usable, zero) ? usable : old;
+}
+
+void* HugeLayer::resize(Extent* e, size_t new_size, size_t align, bool zero) noexcept {
+  if (align < kPage) align = kPage;
+  if (!is_pow2(align)) return nullptr;
+  Span* s = span_of(e);
+  const size_t usable = size_for(new_size);
+  if (usable == 0) return nullptr;
+  if (is_aligned(e->base, align)) {
+    if (usable <= e->usable) {
+      if (usable < e->usable) shrink_block(e, s, usable);
+      return ptr(e->base);
+    }
+    if (grow_in_place(e, s, usable, zero)) return ptr(e->base);
+  }
+  return move(e, s, usable, align, zero);
+}
+
+HugeStats HugeLayer::stats() const noexcept {
+  HugeStats r;
+  r.allocs = stats_.allocs.load(std::memory_order_relaxed);
+  r.frees = stats_.frees.load(std::memory_order_relaxed);
+  r.shrinks = stats_.shrinks.load(std::memory_order_relaxed);
+  for (size_t i = 0; i < kGrowthPaths; i++) r.growth[i] = stats_.growth[i].load(std::memory_order_relaxed);
+  r.active_bytes = stats_.active_bytes.load(std::memory_order_relaxed);
+  r.span_bytes = stats_.span_bytes.load(std::memory_order_relaxed);
+  return r;
+}
+
+}  // namespace ductile::huge

@@ -1,0 +1,201 @@
+// Layer 3, the huge layer: blocks at or above the huge threshold. Each block
+// sits at the start of a span (a chunk-layer extent) whose rest is headroom.
+// Growth, in this order (the first that can serve wins):
+//   1. kHeadroom  — the span already holds it: commit more of it (no system
+//                   call in normal overcommit mode, no copy);
+//   2. kNeighbour — take the free extent right after the span (chunk grow);
+//   3. kFixedMap  — map fresh space at the address past the span
+//                   (MAP_FIXED_NOREPLACE, never clobbering);
+//   4. kMremap    — move the pages with mremap into a fresh, larger span of ours
+//                   (page tables move, bytes don't);
+//   5. kCopy      — allocate, copy, free.
+// resize_in_place() tries 1-3 only (xallocx); resize() all five (realloc, rallocx).
+//
+// The span: an extent of kind kHuge whose `usable` bytes are the block (a
+// page multiple) and whose `owner` is the layer's Span record. Spans start
+// 2 MiB aligned and are whole huge pages long (the block's last huge page is
+// not shared with anybody, so it can be a transparent huge page).
+//
+// Placement and recycling: the block is placed first, where the chunk layer
+// fits it best (a recycled, still faulted-in extent before fresh space), and
+// its headroom is then taken from whatever is free behind it (only where
+// nothing is free there does the block look for a place with room, keeping
+// resident pages over fresh ones). A freed span goes back dirty up to the
+// furthest byte the block could have written, and clean past it -- so the
+// next block of that size lands on the same pages, and a zeroing request
+// or a purge never pays for headroom that was never touched. Under strict
+// overcommit the uncommitted rest goes back clean and uncommitted instead.
+//
+// Headroom policy (span_for): a span holds the block plus `headroom_factor`
+// times the block, capped at `max_headroom`, rounded up to huge pages. It
+// costs address space only: in normal overcommit mode reservations are
+// read/write MAP_NORESERVE, so headroom is usable without a system call and
+// counts for nothing until touched; under strict overcommit it stays
+// PROT_NONE (uncharged) and is committed block by block with mprotect.
+// Growth that takes the neighbour or maps past the span takes the new size's
+// headroom too when it is there; a shrink gives back whatever lies past the
+// new size's span. The default, 1 (room for one doubling), from
+// bench/huge_bench on this 2-core machine: four blocks doubling in turn from
+// 2 to 64 MiB while small extents are taken between the steps moved 20 times
+// per round with no headroom, 8 with factor 1 and 4 with factor 3 (24, 10
+// and 5 system calls; 33, 20 and 16 new mappings; 41, 35 and 30 ms), while
+// a lone vector grows in place whatever the factor (its neighbour is free).
+// Factor 3 would halve the moves again but doubles the address space held
+// and, on a recycled span, the resident pages a block's headroom keeps from
+// decay (up to factor x the block). max_headroom (1 GiB, a reservation)
+// bounds that for the largest blocks.
+//
+// Transparent huge pages (ThpPolicy, only where the system's mode is
+// madvise; in always mode the kernel does it anyway, in never mode nothing
+// can): whole spans are advised, and growth advises only the added range,
+// which merges with the span's mapping -- one madvise per range ever, since
+// advice stays on a mapping after free (AdvisedSet), and a block always lies
+// in one mapping, which mremap needs.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "base/lock.h"
+#include "chunk/chunk.h"
+#include "huge/advised_set.h"
+
+namespace ductile::huge {
+
+enum class GrowthPath : uint8_t { kHeadroom, kNeighbour, kFixedMap, kMremap, kCopy, kCount };
+inline constexpr size_t kGrowthPaths = static_cast<size_t>(GrowthPath::kCount);
+const char* growth_path_name(GrowthPath p) noexcept;
+
+// kAuto: advise spans whose block is at least one huge page (a smaller block
+// in a huge page would make its whole 2 MiB resident). kAlways: advise every
+// span. kNever: advise none.
+enum class ThpPolicy : uint8_t { kAuto, kAlways, kNever };
+
+struct Options {
+  // Requests of at least this many bytes are huge. 2 MiB: one transparent huge
+  // page; a smaller block could not be backed by one anyway.
+  size_t threshold = kHugePage;
+  ThpPolicy thp = ThpPolicy::kAuto;
+  // Headroom = headroom_factor x block (0: none), at most max_headroom.
+  unsigned headroom_factor = 1;
+  size_t max_headroom = size_t{1} << 30;
+};
+
+struct HugeStats {
+  uint64_t allocs = 0;
+  uint64_t frees = 0;
+  uint64_t shrinks = 0;
+  uint64_t growth[kGrowthPaths] = {};
+  size_t active_bytes = 0;  // sum of block sizes
+  size_t span_bytes = 0;    // sum of span sizes (blocks + headroom)
+};
+
+class HugeLayer {
+ public:
+  HugeLayer(chunk::ChunkLayer& chunks, const Options& options = Options()) noexcept;
+  HugeLayer(const HugeLayer&) = delete;
+  HugeLayer& operator=(const HugeLayer&) = delete;
+
+  // A block of at least `size` bytes aligned to `align` (a power of two; any
+  // value up to a page is served at page alignment); zeroed when `zero`.
+  // nullptr on failure (the caller sets errno).
+  [[nodiscard]] void* alloc(size_t size, size_t align, bool zero) noexcept;
+  // Frees a block this layer handed out (`e` is chunks.lookup(p), kind kHuge).
+  void free(chunk::Extent* e) noexcept;
+  // The bytes the block may use (what malloc_usable_size reports).
+  static size_t usable_size(const chunk::Extent* e) noexcept { return e->usable; }
+  // The usable size a request of `size` bytes would get (nallocx); 0 if none can.
+  static size_t size_for(size_t size) noexcept;
+
+  // Grows or shrinks the block in place (paths 1-3 for growth; shrinking gives
+  // the tail back). Returns the new usable size; the old one when it could
+  // not. New bytes are zeroed when `zero`.
+  size_t resize_in_place(chunk::Extent* e, size_t new_size, bool zero) noexcept;
+  // Like resize_in_place, then mremap, then copy: returns the block's address
+  // (maybe new), or nullptr with the old block intact. `new_size` is at least
+  // the threshold.
+  [[nodiscard]] void* resize(chunk::Extent* e, size_t new_size, size_t align, bool zero) noexcept;
+
+  HugeStats stats() const noexcept;
+  const Options& options() const noexcept { return options_; }
+  Options& mutable_options() noexcept { return options_; }
+
+  // The span a block of `usable` bytes gets: block + headroom, whole huge pages.
+  size_t span_for(size_t usable) const noexcept;
+
+  void prefork() noexcept { lock_.lock(); }
+  void postfork_parent() noexcept { lock_.unlock(); }
+  void postfork_child() noexcept { lock_.reinit_after_fork(); }
+
+ private:
+  // Per-span state the extent has no room for.
+  struct Span {
+    // Strict overcommit only: [base, base+committed) is committed, the rest
+    // of the span PROT_NONE. (In normal mode everything is.)
+    size_t committed = 0;
+    // [base+zero_from, end) is known to read as zeroes: never touched since
+    // it came clean. Saves the memset of a zeroing growth.
+    size_t zero_from = 0;
+    // The whole span carries MADV_HUGEPAGE (or the policy said not to).
+    bool advised = false;
+    Span* next = nullptr;  // free list
+  };
+  struct Fresh {
+    chunk::Extent* e = nullptr;
+    size_t zero_from = 0;  // [base+zero_from, end) reads as zeroes
+    size_t committed = 0;
+  };
+  struct Counters {
+    std::atomic<uint64_t> allocs{0};
+    std::atomic<uint64_t> frees{0};
+    std::atomic<uint64_t> shrinks{0};
+    std::atomic<uint64_t> growth[kGrowthPaths] = {};
+    std::atomic<size_t> active_bytes{0};
+    std::atomic<size_t> span_bytes{0};
+  };
+
+  bool strict() const noexcept { return chunks_.os().features().strict_overcommit; }
+  static Span* span_of(const chunk::Extent* e) noexcept { return static_cast<Span*>(e->owner); }
+  Span* new_record() noexcept;
+  void free_record(Span* s) noexcept;
+
+  // A span for a block of `usable` bytes (the policy's size, else the least),
+  // `align`ed (at least 2 MiB), with the block committed.
+  Fresh take_span(size_t usable, size_t align) noexcept;
+  Fresh take_span_strict(size_t usable, size_t align, size_t least, size_t want) noexcept;
+  // Makes e, freshly taken, a huge block of `usable` bytes described by s.
+  void adopt(chunk::Extent* e, Span* s, const Fresh& f, size_t usable) noexcept;
+  // Strict overcommit: commits the span up to `upto` bytes from its base.
+  bool commit_to(chunk::Extent* e, Span* s, size_t upto) noexcept;
+  // Growth paths 1-3. False, with the block unchanged, when none could serve.
+  bool grow_in_place(chunk::Extent* e, Span* s, size_t usable, bool zero) noexcept;
+  // Paths 2-3: extends the span past its end to hold `usable` bytes.
+  chunk::GrowResult extend(chunk::Extent* e, size_t usable) noexcept;
+  // Paths 4-5: moves the block into a new span. nullptr, block intact, on failure.
+  void* move(chunk::Extent* e, Span* s, size_t usable, size_t align, bool zero) noexcept;
+  // After a failed mremap onto `t`: makes sure [t, t+len) is still mapped.
+  bool restore_target(chunk::Extent* t, size_t len) noexcept;
+  // The block becomes `usable` bytes: zeroes the new bytes when asked, counts.
+  void set_usable(chunk::Extent* e, Span* s, size_t usable, bool zero) noexcept;
+  // Shrinks the block to `usable` bytes and gives back the span past its policy size.
+  void shrink_block(chunk::Extent* e, Span* s, size_t usable) noexcept;
+  // Returns the span's bytes past `keep` to the chunk layer (best effort).
+  void trim_span(chunk::Extent* e, Span* s, size_t keep) noexcept;
+
+  bool wants_thp(size_t usable) const noexcept;
+  // MADV_HUGEPAGE on [lo, hi) unless it is known to be advised already.
+  // False when the kernel refused.
+  bool advise(uintptr_t lo, uintptr_t hi) noexcept;
+  // Advises the whole span if the policy wants it for a block of `usable` bytes.
+  void advise_span(chunk::Extent* e, Span* s, size_t usable) noexcept;
+
+  chunk::ChunkLayer& chunks_;
+  Options options_;
+  mutable Mutex lock_;  // guards spare_ and advised_
+  Span* spare_ = nullptr;
+  AdvisedSet advised_;
+  Counters stats_;
+};
+
+}  // namespace ductile::huge

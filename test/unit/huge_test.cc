@@ -1,0 +1,1097 @@
+// The huge layer against the fake kernel: every growth path in the situation
+// that calls for it and the next one when it is refused, contents kept on
+// every path, in-place resizing that never moves, shrink and regrow, zeroing,
+// no system calls in a steady alloc/free loop, transparent huge page advice,
+// strict overcommit, failure of each system call on the way, statistics,
+// and a multi-threaded stress test. AdvisedSet has its own tests at the end.
+#include <sys/mman.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "chunk/chunk.h"
+#include "huge/advised_set.h"
+#include "huge/huge.h"
+#include "support/fake_clock.h"
+#include "support/fake_kernel.h"
+
+namespace ductile {
+namespace {
+
+using chunk::ChunkLayer;
+using chunk::Extent;
+using huge::GrowthPath;
+using huge::HugeLayer;
+using test::FakeClock;
+using test::FakeKernel;
+using test::Sys;
+
+constexpr size_t kMiB = size_t{1} << 20;
+constexpr int kMadvHugepage = 14;  // MADV_HUGEPAGE
+
+void fill(void* p, size_t n, unsigned char seed) { std::memset(p, seed, n); }
+
+// Every 512th byte and the last: enough to see a lost, moved or zeroed page.
+bool holds(const void* p, size_t n, unsigned char seed) {
+  const auto* c = static_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < n; i += 512)
+    if (c[i] != seed) return false;
+  return n == 0 || c[n - 1] == seed;
+}
+
+bool all_zero(const void* p, size_t n) {
+  const auto* c = static_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < n; i++)
+    if (c[i] != 0) return false;
+  return true;
+}
+
+class HugeTest : public ::testing::Test {
+ protected:
+  void SetUp() override { make(); }
+
+  // A fresh stack of layers (the kernel's settings are read by the Os).
+  void make(size_t reservation = 256 * kMiB, huge::Options ho = huge::Options()) {
+    huge_.reset();
+    chunks_.reset();
+    os_.reset();
+    kernel_.clear_failures();
+    os_ = std::make_unique<os::Os>(kernel_);
+    chunk::Options co;
+    co.decay_ns = 1000 * 1000000ull;  // 1 s
+    co.reservation = reservation;
+    chunks_ = std::make_unique<ChunkLayer>(*os_, clock_, co);
+    huge_ = std::make_unique<HugeLayer>(*chunks_, ho);
+  }
+
+  Extent* extent(void* p) {
+    Extent* e = chunks_->lookup(p);
+    EXPECT_NE(e, nullptr);
+    if (e != nullptr) {
+      EXPECT_EQ(e->kind, chunk::ExtentKind::kHuge);
+      EXPECT_EQ(e->base, addr(p));
+    }
+    return e;
+  }
+  void* alloc(size_t size, size_t align = kPage, bool zero = false) {
+    void* p = huge_->alloc(size, align, zero);
+    EXPECT_NE(p, nullptr);
+    return p;
+  }
+  void free(void* p) { huge_->free(extent(p)); }
+  uint64_t growth(GrowthPath p) { return huge_->stats().growth[static_cast<size_t>(p)]; }
+  uint64_t syscalls() { return os_->counters().total(); }
+  uint64_t calls(os::Call c) { return os_->counters().get(c); }
+
+  // Accounting that must hold whenever no call is in flight.
+  void expect_consistent() {
+    chunk::ChunkStats c = chunks_->stats();
+    EXPECT_EQ(c.active + c.dirty + c.clean, c.reserved);
+    EXPECT_EQ(huge_->stats().span_bytes, c.active);  // only the huge layer uses these chunks
+  }
+  void expect_empty() {
+    huge::HugeStats h = huge_->stats();
+    EXPECT_EQ(h.active_bytes, 0u);
+    EXPECT_EQ(h.span_bytes, 0u);
+    EXPECT_EQ(h.allocs, h.frees);
+    EXPECT_EQ(chunks_->stats().active, 0u);
+    expect_consistent();
+  }
+
+  // Makes whatever follows e's span busy, so that it cannot grow in place:
+  // a page of ours taken from the free extent there, or a foreign page
+  // mapped there when the address is not ours. Undo with unblock() before
+  // checking the accounting.
+  struct Blocker {
+    Extent* ours = nullptr;
+    void* foreign = nullptr;
+  };
+  Blocker block_after(const Extent* e) {
+    Blocker b;
+    Extent* n = chunks_->lookup(ptr(e->end()));
+    if (n == nullptr) {
+      b.foreign = ::mmap(ptr(e->end()), kPage, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+      EXPECT_EQ(b.foreign, ptr(e->end()));
+    } else if (n->is_free()) {
+      b.ours = chunks_->alloc_at(e->end(), kPage).extent;
+      EXPECT_NE(b.ours, nullptr);
+    }
+    return b;
+  }
+  // Whether nothing is mapped at [a, a+len): the fixed-map path needs that
+  // past the last reservation, which holds unless something (a sanitizer's
+  // shadow memory, say) sits at the chunk layer's hint.
+  static bool unmapped(uintptr_t a, size_t len) {
+    void* p = ::mmap(ptr(a), len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == MAP_FAILED) return false;
+    ::munmap(p, len);
+    return p == ptr(a);
+  }
+  void unblock(Blocker b) {
+    if (b.ours) chunks_->free(b.ours);
+    if (b.foreign) ::munmap(b.foreign, kPage);
+  }
+
+  FakeKernel kernel_;
+  FakeClock clock_;
+  std::unique_ptr<os::Os> os_;
+  std::unique_ptr<ChunkLayer> chunks_;
+  std::unique_ptr<HugeLayer> huge_;
+};
+
+// ---- allocation --------------------------------------------------------------
+
+TEST_F(HugeTest, AllocGivesAnAlignedSpanWithHeadroom) {
+  void* p = alloc(3 * kMiB + 1);
+  Extent* e = extent(p);
+  EXPECT_TRUE(is_aligned(addr(p), kHugePage));
+  EXPECT_EQ(e->usable, 3 * kMiB + kPage);
+  EXPECT_EQ(HugeLayer::usable_size(e), 3 * kMiB + kPage);
+  EXPECT_EQ(e->size, huge_->span_for(3 * kMiB + kPage));
+  EXPECT_EQ(e->size, 8 * kMiB);  // block + the same again, in whole huge pages
+  fill(p, e->usable, 'a');
+  huge::HugeStats s = huge_->stats();
+  EXPECT_EQ(s.allocs, 1u);
+  EXPECT_EQ(s.active_bytes, 3 * kMiB + kPage);
+  EXPECT_EQ(s.span_bytes, 8 * kMiB);
+  expect_consistent();
+  free(p);
+  expect_empty();
+}
+
+TEST_F(HugeTest, AlignmentsUpToLargePowersOfTwo) {
+  for (size_t align : {size_t{0}, size_t{1}, size_t{64}, kPage, kHugePage, 8 * kMiB, 64 * kMiB}) {
+    void* p = alloc(2 * kMiB, align);
+    EXPECT_TRUE(is_aligned(addr(p), align > kPage ? align : kPage)) << align;
+    fill(p, 2 * kMiB, 'l');
+    free(p);
+  }
+  EXPECT_EQ(huge_->alloc(2 * kMiB, 3 * kPage, false), nullptr);  // not a power of two
+  expect_empty();
+}
+
+TEST_F(HugeTest, SizesBeyondWhatMallocMayGiveAreRefused) {
+  EXPECT_EQ(HugeLayer::size_for(SIZE_MAX), 0u);
+  EXPECT_EQ(HugeLayer::size_for(static_cast<size_t>(PTRDIFF_MAX) + 1), 0u);
+  EXPECT_EQ(HugeLayer::size_for(2 * kMiB + 1), 2 * kMiB + kPage);
+  EXPECT_EQ(huge_->alloc(SIZE_MAX - kPage, kPage, false), nullptr);
+  // Address space runs out (no kernel gives 2^62 bytes): refused, nothing kept.
+  EXPECT_EQ(huge_->alloc(size_t{1} << 62, kPage, false), nullptr);
+  expect_empty();
+}
+
+TEST_F(HugeTest, ZeroedAllocOnARecycledDirtySpan) {
+  void* p = alloc(8 * kMiB);
+  fill(p, 8 * kMiB, 0xab);
+  free(p);
+  void* q = alloc(8 * kMiB, kPage, true);
+  ASSERT_EQ(q, p);  // the same span, still dirty
+  EXPECT_TRUE(all_zero(q, 8 * kMiB));
+  free(q);
+  void* r = alloc(8 * kMiB);  // and without asking, the old bytes are there
+  ASSERT_EQ(r, p);
+  fill(r, kMiB, 0xcd);
+  free(r);
+  expect_empty();
+}
+
+TEST_F(HugeTest, FreedSpanGivesItsUntouchedHeadroomBackClean) {
+  void* p = alloc(2 * kMiB);  // a fresh span: block 2 MiB, headroom 2 MiB never written
+  Extent* e = extent(p);
+  ASSERT_EQ(e->size, 4 * kMiB);
+  fill(p, 2 * kMiB, 'c');
+  free(p);
+  EXPECT_EQ(chunks_->stats().dirty, 2 * kMiB);  // only what the block could write
+  Extent* head = chunks_->lookup(p);
+  Extent* tail = chunks_->lookup(ptr(addr(p) + 2 * kMiB));
+  ASSERT_NE(head, nullptr);
+  ASSERT_NE(tail, nullptr);
+  EXPECT_EQ(head->state, chunk::ExtentState::kDirty);
+  EXPECT_EQ(tail->state, chunk::ExtentState::kClean);
+  // Grown into and shrunk back: what was written stays dirty.
+  void* q = alloc(2 * kMiB);
+  Extent* f = extent(q);
+  ASSERT_EQ(huge_->resize(f, 8 * kMiB, kPage, false), q);
+  fill(q, 8 * kMiB, 'd');
+  EXPECT_EQ(huge_->resize_in_place(f, 2 * kMiB, false), 2 * kMiB);
+  free(q);
+  EXPECT_GE(chunks_->stats().dirty, 8 * kMiB);
+  expect_empty();
+}
+
+// ---- the growth paths -------------------------------------------------------
+
+TEST_F(HugeTest, HeadroomServesGrowthWithoutSyscallsOrMoves) {
+  void* p = alloc(2 * kMiB);
+  Extent* e = extent(p);
+  ASSERT_EQ(e->size, 4 * kMiB);
+  fill(p, 2 * kMiB, 'h');
+  uint64_t before = syscalls();
+  EXPECT_EQ(huge_->resize(e, 4 * kMiB, kPage, false), p);
+  EXPECT_EQ(syscalls(), before);
+  EXPECT_EQ(e->usable, 4 * kMiB);
+  EXPECT_EQ(e->size, 4 * kMiB);
+  EXPECT_EQ(growth(GrowthPath::kHeadroom), 1u);
+  EXPECT_TRUE(holds(p, 2 * kMiB, 'h'));
+  fill(static_cast<char*>(p) + 2 * kMiB, 2 * kMiB, 'i');
+  free(p);
+  expect_empty();
+}
+
+TEST_F(HugeTest, NeighbourServesOnceTheHeadroomIsExhausted) {
+  void* p = alloc(2 * kMiB);
+  Extent* e = extent(p);
+  fill(p, 2 * kMiB, 'n');
+  uint64_t before = syscalls();
+  uint64_t advice = calls(os::Call::kMadvise);
+  ASSERT_EQ(huge_->resize(e, 8 * kMiB, kPage, false), p);
+  // One madvise(MADV_HUGEPAGE) for the added range, nothing else.
+  EXPECT_EQ(calls(os::Call::kMadvise) - advice, 1u);
+  EXPECT_EQ(syscalls() - before, 1u);
+  EXPECT_EQ(growth(GrowthPath::kNeighbour), 1u);
+  EXPECT_EQ(growth(GrowthPath::kHeadroom), 0u);
+  EXPECT_EQ(e->usable, 8 * kMiB);
+  EXPECT_EQ(e->size, huge_->span_for(8 * kMiB));  // took the new size's headroom along
+  EXPECT_TRUE(holds(p, 2 * kMiB, 'n'));
+  fill(p, 8 * kMiB, 'o');
+  expect_consistent();
+  free(p);
+  expect_empty();
+}
+
+TEST_F(HugeTest, NeighbourTooShortForHeadroomStillServesTheBlock) {
+  void* p = alloc(2 * kMiB);  // span 4 MiB
+  void* q = alloc(2 * kMiB);  // span 4 MiB, right after
+  ASSERT_EQ(addr(q), addr(p) + 4 * kMiB);
+  void* guard = alloc(2 * kMiB);
+  free(q);                    // a 4 MiB hole: room for a 6 MiB block, not its headroom
+  Extent* e = extent(p);
+  ASSERT_EQ(huge_->resize(e, 6 * kMiB, kPage, false), p);
+  EXPECT_EQ(growth(GrowthPath::kNeighbour), 1u);
+  EXPECT_EQ(e->size, 6 * kMiB);
+  EXPECT_EQ(chunks_->lookup(ptr(e->end()))->base, e->end());  // the hole's rest stays free
+  EXPECT_TRUE(chunks_->lookup(ptr(e->end()))->is_free());
+  free(p);
+  free(guard);
+  expect_empty();
+}
+
+TEST_F(HugeTest, FixedMapServesWhenTheAddressPastTheSpanIsNotOurs) {
+  make(4 * kMiB);  // reservations of 4 MiB: the first span fills one
+  void* p = alloc(2 * kMiB);
+  Extent* e = extent(p);
+  ASSERT_EQ(e->size, 4 * kMiB);
+  ASSERT_EQ(chunks_->lookup(ptr(e->end())), nullptr);
+  if (!unmapped(e->end(), 16 * kMiB)) GTEST_SKIP() << "the address past the reservation is taken";
+  fill(p, 2 * kMiB, 'f');
+  kernel_.reset_calls();
+  ASSERT_EQ(huge_->resize(e, 16 * kMiB, kPage, false), p);
+  EXPECT_EQ(growth(GrowthPath::kFixedMap), 1u);
+  EXPECT_EQ(kernel_.count(Sys::kMremap), 0u);
+  // One mapping, exactly at the old end of the span (MAP_FIXED_NOREPLACE).
+  bool mapped_there = false;
+  for (const auto& c : kernel_.calls())
+    if (c.sys == Sys::kMmap && c.addr == ptr(addr(p) + 4 * kMiB)) mapped_there = true;
+  EXPECT_TRUE(mapped_there);
+  EXPECT_EQ(e->usable, 16 * kMiB);
+  EXPECT_TRUE(holds(p, 2 * kMiB, 'f'));
+  fill(p, 16 * kMiB, 'g');
+  expect_consistent();
+  free(p);
+  expect_empty();
+}
+
+TEST_F(HugeTest, ForeignMappingPastTheSpanIsNeverClobberedAndMremapServes) {
+  make(4 * kMiB);
+  void* p = alloc(2 * kMiB);
+  Extent* e = extent(p);
+  void* foreign = ::mmap(ptr(e->end()), kPage, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  ASSERT_EQ(foreign, ptr(e->end()));
+  static_cast<char*>(foreign)[0] = 'F';
+  fill(p, 2 * kMiB, 'm');
+  // In place cannot: the headroom is short, the neighbour is not ours.
+  EXPECT_EQ(huge_->resize_in_place(e, 8 * kMiB, false), 2 * kMiB);
+  EXPECT_EQ(kernel_.count(Sys::kMremap), 0u);
+  void* q = huge_->resize(e, 8 * kMiB, kPage, false);
+  ASSERT_NE(q, nullptr);
+  EXPECT_NE(q, p);
+  EXPECT_EQ(growth(GrowthPath::kMremap), 1u);
+  EXPECT_EQ(growth(GrowthPath::kCopy), 0u);
+  EXPECT_EQ(growth(GrowthPath::kFixedMap), 0u);
+  EXPECT_EQ(static_cast<char*>(foreign)[0], 'F');
+  EXPECT_TRUE(holds(q, 2 * kMiB, 'm'));
+  Extent* t = extent(q);
+  EXPECT_EQ(t->usable, 8 * kMiB);
+  EXPECT_TRUE(is_aligned(addr(q), kHugePage));
+  fill(q, 8 * kMiB, 'n');
+  // The old range went with the pages: not ours, not mapped.
+  EXPECT_EQ(chunks_->lookup(p), nullptr);
+  unsigned char vec;
+  EXPECT_EQ(::mincore(p, kPage, &vec), -1);
+  EXPECT_EQ(errno, ENOMEM);
+  ::munmap(foreign, kPage);
+  expect_consistent();
+  huge_->free(t);
+  expect_empty();
+}
+
+TEST_F(HugeTest, BusyNeighbourLeadsToMremapWithoutTryingToMapOverIt) {
+  void* p = alloc(2 * kMiB);
+  void* busy = alloc(2 * kMiB);
+  ASSERT_EQ(addr(busy), addr(p) + 4 * kMiB);
+  fill(p, 4 * kMiB, 'b');  // the block and (after growth) its headroom
+  Extent* e = extent(p);
+  ASSERT_EQ(huge_->resize(e, 4 * kMiB, kPage, false), p);  // headroom first
+  fill(busy, 2 * kMiB, 'B');
+  kernel_.reset_calls();
+  void* q = huge_->resize(e, 8 * kMiB, kPage, false);
+  ASSERT_NE(q, nullptr);
+  EXPECT_NE(q, p);
+  EXPECT_EQ(growth(GrowthPath::kMremap), 1u);
+  for (const auto& c : kernel_.calls()) EXPECT_FALSE(c.sys == Sys::kMmap && c.addr == busy);
+  EXPECT_EQ(kernel_.count(Sys::kMremap), 1u);
+  EXPECT_TRUE(holds(q, 4 * kMiB, 'b'));
+  EXPECT_TRUE(holds(busy, 2 * kMiB, 'B'));
+  free(q);
+  free(busy);
+  expect_empty();
+}
+
+TEST_F(HugeTest, FailingMremapFallsBackToCopy) {
+  void* p = alloc(2 * kMiB);
+  void* busy = alloc(2 * kMiB);
+  fill(p, 2 * kMiB, 'c');
+  Extent* e = extent(p);
+  kernel_.fail(Sys::kMremap, ENOMEM);
+  void* q = huge_->resize(e, 8 * kMiB, kPage, false);
+  ASSERT_NE(q, nullptr);
+  EXPECT_NE(q, p);
+  EXPECT_EQ(growth(GrowthPath::kCopy), 1u);
+  EXPECT_EQ(growth(GrowthPath::kMremap), 0u);
+  EXPECT_TRUE(holds(q, 2 * kMiB, 'c'));
+  // The old span went back to the chunk layer as a free extent (copied, not moved).
+  Extent* old = chunks_->lookup(p);
+  ASSERT_NE(old, nullptr);
+  EXPECT_TRUE(old->is_free());
+  expect_consistent();
+  free(q);
+  free(busy);
+  expect_empty();
+}
+
+TEST_F(HugeTest, GrowthAcrossDirtyAndCleanNeighboursStaysInPlace) {
+  // Round one leaves [p, p+64 MiB) faulted in and dirty; round two starts a
+  // little later (something small took the start) and grows past it.
+  void* p = alloc(32 * kMiB);  // span 64 MiB
+  fill(p, 32 * kMiB, 1);
+  free(p);
+  chunk::Allocation small = chunks_->alloc(2 * kMiB, kHugePage);
+  ASSERT_EQ(small.extent->base, addr(p));
+  void* q = alloc(2 * kMiB);
+  ASSERT_EQ(addr(q), addr(p) + 2 * kMiB);
+  Extent* e = extent(q);
+  uint64_t before = syscalls();
+  uint64_t advice = calls(os::Call::kMadvise);
+  for (size_t size = 4 * kMiB; size <= 64 * kMiB; size *= 2) {
+    ASSERT_EQ(huge_->resize(e, size, kPage, false), q) << size;
+    fill(static_cast<char*>(q) + size / 2, size / 2, 2);
+  }
+  // Only the advice for the part that was never a huge span.
+  EXPECT_EQ(syscalls() - before, calls(os::Call::kMadvise) - advice);
+  EXPECT_LE(calls(os::Call::kMadvise) - advice, 1u);
+  EXPECT_EQ(growth(GrowthPath::kMremap) + growth(GrowthPath::kCopy) + growth(GrowthPath::kFixedMap), 0u);
+  free(q);
+  chunks_->free(small.extent);
+  expect_empty();
+}
+
+// ---- in place only, shrink, zero -----------------------------------------------
+
+TEST_F(HugeTest, ResizeInPlaceNeverMoves) {
+  void* p = alloc(2 * kMiB);
+  void* busy = alloc(2 * kMiB);
+  Extent* e = extent(p);
+  fill(p, 2 * kMiB, 'x');
+  kernel_.reset_calls();
+  EXPECT_EQ(huge_->resize_in_place(e, 4 * kMiB, false), 4 * kMiB);   // headroom
+  EXPECT_EQ(huge_->resize_in_place(e, 16 * kMiB, false), 4 * kMiB);  // neither neighbour nor map
+  EXPECT_EQ(e->base, addr(p));
+  EXPECT_EQ(e->usable, 4 * kMiB);
+  EXPECT_EQ(kernel_.count(Sys::kMremap), 0u);
+  EXPECT_EQ(growth(GrowthPath::kMremap) + growth(GrowthPath::kCopy), 0u);
+  EXPECT_TRUE(holds(p, 2 * kMiB, 'x'));
+  free(busy);  // now the neighbour is free: in place works
+  EXPECT_EQ(huge_->resize_in_place(e, 16 * kMiB, false), 16 * kMiB);
+  EXPECT_EQ(e->base, addr(p));
+  EXPECT_EQ(huge_->resize_in_place(e, 16 * kMiB, false), 16 * kMiB);  // same size: nothing to do
+  free(p);
+  expect_empty();
+}
+
+TEST_F(HugeTest, ShrinkGivesTheTailBackThenRegrow) {
+  void* p = alloc(64 * kMiB);
+  Extent* e = extent(p);
+  ASSERT_EQ(e->size, 128 * kMiB);
+  fill(p, 64 * kMiB, 's');
+  EXPECT_EQ(huge_->resize_in_place(e, 8 * kMiB - 100, false), 8 * kMiB);
+  EXPECT_EQ(e->usable, 8 * kMiB);
+  EXPECT_EQ(e->size, huge_->span_for(8 * kMiB));
+  Extent* tail = chunks_->lookup(ptr(e->end()));
+  ASSERT_NE(tail, nullptr);
+  EXPECT_TRUE(tail->is_free());
+  EXPECT_EQ(huge_->stats().shrinks, 1u);
+  EXPECT_EQ(huge_->stats().active_bytes, 8 * kMiB);
+  expect_consistent();
+  // resize() shrinks in place too.
+  EXPECT_EQ(huge_->resize(e, 4 * kMiB, kPage, false), p);
+  EXPECT_EQ(huge_->stats().shrinks, 2u);
+  // And regrows from what it gave back, in place.
+  EXPECT_EQ(huge_->resize(e, 64 * kMiB, kPage, false), p);
+  EXPECT_TRUE(holds(p, 4 * kMiB, 's'));
+  EXPECT_EQ(growth(GrowthPath::kMremap) + growth(GrowthPath::kCopy), 0u);
+  free(p);
+  expect_empty();
+}
+
+TEST_F(HugeTest, GrownBytesAreZeroedWhenAskedInPlace) {
+  // Dirty everything first so a missing memset shows.
+  void* d = alloc(64 * kMiB);
+  Extent* de = extent(d);
+  ASSERT_EQ(huge_->resize(de, 128 * kMiB, kPage, false), d);
+  fill(d, 128 * kMiB, 0xee);
+  free(d);
+
+  void* p = alloc(2 * kMiB);
+  ASSERT_EQ(p, d);  // recycled: dirty headroom and neighbours
+  Extent* e = extent(p);
+  fill(p, 2 * kMiB, 'z');
+  const uint64_t headroom = growth(GrowthPath::kHeadroom);
+  const uint64_t neighbour = growth(GrowthPath::kNeighbour);
+  ASSERT_EQ(huge_->resize(e, 4 * kMiB, kPage, true), p);
+  EXPECT_EQ(growth(GrowthPath::kHeadroom), headroom + 1);
+  EXPECT_TRUE(all_zero(static_cast<char*>(p) + 2 * kMiB, 2 * kMiB));
+  ASSERT_EQ(huge_->resize_in_place(e, 8 * kMiB, true), 8 * kMiB);
+  EXPECT_EQ(growth(GrowthPath::kNeighbour), neighbour + 1);
+  EXPECT_TRUE(all_zero(static_cast<char*>(p) + 4 * kMiB, 4 * kMiB));
+  EXPECT_TRUE(holds(p, 2 * kMiB, 'z'));
+  // Without asking, growth leaves the old bytes: the checks above can fail.
+  ASSERT_EQ(huge_->resize(e, 16 * kMiB, kPage, false), p);
+  EXPECT_TRUE(holds(static_cast<char*>(p) + 8 * kMiB, 8 * kMiB, 0xee));
+  free(p);
+  expect_empty();
+}
+
+TEST_F(HugeTest, MovedGrowthZeroesADirtyTarget) {
+  void* p = alloc(2 * kMiB);
+  void* busy = alloc(2 * kMiB);
+  ASSERT_EQ(addr(busy), addr(p) + 4 * kMiB);
+  void* d = alloc(32 * kMiB);  // span 64 MiB after busy, dirtied and freed: the target
+  ASSERT_EQ(huge_->resize(extent(d), 64 * kMiB, kPage, false), d);
+  fill(d, 64 * kMiB, 0xee);
+  free(d);
+  fill(p, 2 * kMiB, 'y');
+  Extent* e = extent(p);
+  ASSERT_EQ(huge_->resize(e, 4 * kMiB, kPage, true), p);
+  void* q = huge_->resize(e, 8 * kMiB, kPage, true);
+  ASSERT_EQ(q, d);
+  EXPECT_EQ(growth(GrowthPath::kMremap), 1u);
+  EXPECT_TRUE(holds(q, 2 * kMiB, 'y'));
+  EXPECT_TRUE(all_zero(static_cast<char*>(q) + 2 * kMiB, 6 * kMiB));
+  // Without asking: the target's old bytes are left.
+  Extent* t = extent(q);
+  Blocker b = block_after(t);
+  void* r = huge_->resize(t, 2 * t->size, kPage, false);
+  ASSERT_NE(r, nullptr);
+  unblock(b);
+  free(r);
+  free(busy);
+  expect_empty();
+}
+
+TEST_F(HugeTest, CopiedGrowthZeroesToo) {
+  void* d = alloc(32 * kMiB);
+  fill(d, 32 * kMiB, 0x77);
+  free(d);
+  void* p = alloc(2 * kMiB);  // at d's start
+  void* busy = alloc(2 * kMiB);
+  fill(p, 2 * kMiB, 'k');
+  kernel_.fail(Sys::kMremap, ENOMEM);
+  void* q = huge_->resize(extent(p), 8 * kMiB, kPage, true);
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(growth(GrowthPath::kCopy), 1u);
+  EXPECT_TRUE(holds(q, 2 * kMiB, 'k'));
+  EXPECT_TRUE(all_zero(static_cast<char*>(q) + 2 * kMiB, 6 * kMiB));
+  free(q);
+  free(busy);
+  expect_empty();
+}
+
+TEST_F(HugeTest, ResizeToAStricterAlignmentMoves) {
+  void* p = nullptr;
+  // Find a block that is 2 MiB but not 64 MiB aligned.
+  std::vector<void*> keep;
+  for (int i = 0; i < 64; i++) {
+    p = alloc(4 * kMiB);
+    if (!is_aligned(addr(p), 64 * kMiB)) break;
+    keep.push_back(p);
+  }
+  ASSERT_FALSE(is_aligned(addr(p), 64 * kMiB));
+  fill(p, 4 * kMiB, 'A');
+  void* q = huge_->resize(extent(p), 4 * kMiB, 64 * kMiB, false);
+  ASSERT_NE(q, nullptr);
+  EXPECT_TRUE(is_aligned(addr(q), 64 * kMiB));
+  EXPECT_TRUE(holds(q, 4 * kMiB, 'A'));
+  void* r = huge_->resize(extent(q), 2 * kMiB, 128 * kMiB, false);  // shrinking and aligning
+  ASSERT_NE(r, nullptr);
+  EXPECT_TRUE(is_aligned(addr(r), 128 * kMiB));
+  EXPECT_TRUE(holds(r, 2 * kMiB, 'A'));
+  EXPECT_EQ(extent(r)->usable, 2 * kMiB);
+  free(r);
+  for (void* k : keep) free(k);
+  expect_empty();
+}
+
+// ---- steady state -------------------------------------------------------------
+
+TEST_F(HugeTest, AllocFreeLoopMakesNoSyscallsInSteadyState) {
+  // Warm up: the largest span once, grown the way the loop grows.
+  void* w = alloc(2 * kMiB);
+  ASSERT_EQ(huge_->resize(extent(w), 64 * kMiB, kPage, false), w);
+  free(w);
+  uint64_t before = syscalls();
+  for (int i = 0; i < 2000; i++) {
+    size_t size = (size_t{2} << (i % 5)) * kMiB;  // 2..32 MiB
+    void* p = alloc(size);
+    static_cast<char*>(p)[0] = 1;
+    static_cast<char*>(p)[size - 1] = 1;
+    if (i % 3 == 0) {
+      ASSERT_EQ(huge_->resize(extent(p), 2 * size, kPage, false), p);
+    }
+    free(p);
+    if (i % 10 == 0) clock_.advance_ms(1);  // 200 ms: well within the decay time
+  }
+  EXPECT_EQ(syscalls(), before);
+  expect_empty();
+}
+
+TEST_F(HugeTest, RoundsAfterTheFirstGrowThroughTheRecycledSpan) {
+  uintptr_t base = 0;
+  uint64_t after_first = 0;
+  for (int round = 0; round < 3; round++) {
+    void* p = alloc(2 * kMiB);
+    if (round == 0) base = addr(p);
+    EXPECT_EQ(addr(p), base);
+    for (size_t size = 4 * kMiB; size <= 128 * kMiB; size *= 2) {
+      void* q = huge_->resize(extent(p), size, kPage, false);
+      ASSERT_EQ(q, p);
+      fill(static_cast<char*>(p) + size / 2, size / 2, 0xff);
+    }
+    free(p);
+    if (round == 0) after_first = syscalls();
+  }
+  EXPECT_EQ(syscalls(), after_first);
+  EXPECT_EQ(growth(GrowthPath::kMremap) + growth(GrowthPath::kCopy), 0u);
+  expect_empty();
+}
+
+// ---- transparent huge pages ----------------------------------------------------
+
+std::vector<test::SysCall> advice_calls(const FakeKernel& k) {
+  std::vector<test::SysCall> v;
+  for (const auto& c : k.calls())
+    if (c.sys == Sys::kMadvise && c.arg == kMadvHugepage) v.push_back(c);
+  return v;
+}
+
+TEST_F(HugeTest, WholeSpansAreAdvisedOnceAndGrowthAdvisesTheAddedRange) {
+  ASSERT_EQ(os_->features().thp, os::ThpMode::kMadvise);
+  kernel_.reset_calls();
+  void* p = alloc(2 * kMiB);
+  Extent* e = extent(p);
+  auto v = advice_calls(kernel_);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].addr, p);
+  EXPECT_EQ(v[0].len, e->size);
+  uintptr_t old_end = e->end();
+  ASSERT_EQ(huge_->resize(e, 8 * kMiB, kPage, false), p);
+  v = advice_calls(kernel_);
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(v[1].addr, ptr(old_end));
+  EXPECT_EQ(v[1].len, e->end() - old_end);
+  free(p);
+  kernel_.reset_calls();
+  void* q = alloc(4 * kMiB);  // the recycled span: advised already
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(advice_calls(kernel_).size(), 0u);
+  free(q);
+}
+
+TEST_F(HugeTest, AdviceFollowsThePolicy) {
+  huge::Options o;
+  o.thp = huge::ThpPolicy::kNever;
+  make(256 * kMiB, o);
+  kernel_.reset_calls();
+  void* p = alloc(8 * kMiB);
+  ASSERT_EQ(huge_->resize(extent(p), 64 * kMiB, kPage, false), p);
+  EXPECT_EQ(advice_calls(kernel_).size(), 0u);
+  free(p);
+
+  // kAuto with a lowered threshold: a block under a huge page is not advised
+  // (its span's whole huge page would be resident), until it grows past one.
+  o.thp = huge::ThpPolicy::kAuto;
+  o.threshold = 256 * 1024;
+  make(256 * kMiB, o);
+  kernel_.reset_calls();
+  p = alloc(256 * 1024);
+  Extent* e = extent(p);
+  EXPECT_EQ(advice_calls(kernel_).size(), 0u);
+  ASSERT_EQ(huge_->resize(e, 4 * kMiB, kPage, false), p);
+  auto v = advice_calls(kernel_);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].addr, p);
+  EXPECT_EQ(v[0].len, e->size);
+  free(p);
+
+  o.thp = huge::ThpPolicy::kAlways;
+  make(256 * kMiB, o);
+  kernel_.reset_calls();
+  p = alloc(256 * 1024);
+  EXPECT_EQ(advice_calls(kernel_).size(), 1u);
+  free(p);
+
+  // The system's mode is always: the kernel does it, no call needed.
+  kernel_.thp = "[always] madvise never\n";
+  make();
+  kernel_.reset_calls();
+  p = alloc(8 * kMiB);
+  EXPECT_EQ(advice_calls(kernel_).size(), 0u);
+  free(p);
+}
+
+TEST_F(HugeTest, MovedBlockKeepsItsAdviceAndTheOldRangeIsForgotten) {
+  void* a = alloc(2 * kMiB);  // [R, R+4M)
+  void* p = alloc(2 * kMiB);  // [R+4M, R+8M)
+  void* busy = alloc(2 * kMiB);
+  ASSERT_EQ(addr(p), addr(a) + 4 * kMiB);
+  ASSERT_EQ(addr(busy), addr(p) + 4 * kMiB);
+  fill(p, 2 * kMiB, 'v');
+  void* q = huge_->resize(extent(p), 8 * kMiB, kPage, false);
+  ASSERT_NE(q, p);
+  ASSERT_EQ(growth(GrowthPath::kMremap), 1u);
+  // The new span (the moved block and its headroom) is one advised range:
+  // growth into its headroom needs no new advice.
+  Extent* t = extent(q);
+  kernel_.reset_calls();
+  ASSERT_EQ(huge_->resize(t, t->size, kPage, false), q);
+  EXPECT_EQ(advice_calls(kernel_).size(), 0u);
+  // The old block's range went with its pages: a hole now. When `a` grows
+  // into it (a fresh mapping, no advice on it), it is advised afresh.
+  ASSERT_EQ(chunks_->lookup(p), nullptr);
+  Extent* ea = extent(a);
+  ASSERT_EQ(huge_->resize(ea, 4 * kMiB, kPage, false), a);  // a's own headroom
+  kernel_.reset_calls();
+  ASSERT_EQ(huge_->resize(ea, 6 * kMiB, kPage, false), a);  // exactly the hole
+  EXPECT_EQ(growth(GrowthPath::kFixedMap), 1u);
+  auto v = advice_calls(kernel_);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].addr, p);
+  EXPECT_EQ(v[0].len, 2 * kMiB);
+  fill(a, 6 * kMiB, 'w');
+  free(a);
+  free(q);
+  free(busy);
+  expect_empty();
+}
+
+// ---- strict overcommit --------------------------------------------------------
+
+TEST_F(HugeTest, StrictOvercommitCommitsTheBlockNotTheHeadroom) {
+  kernel_.overcommit = "2\n";
+  make();
+  ASSERT_TRUE(os_->features().strict_overcommit);
+  kernel_.reset_calls();
+  void* p = alloc(2 * kMiB);
+  Extent* e = extent(p);
+  EXPECT_EQ(e->size, 4 * kMiB);  // headroom reserved, PROT_NONE
+  size_t committed = 0;
+  for (const auto& c : kernel_.calls())
+    if (c.sys == Sys::kMprotect && addr(c.addr) >= e->base && addr(c.addr) < e->end()) committed += c.len;
+  EXPECT_EQ(committed, 2 * kMiB);
+  fill(p, 2 * kMiB, 's');
+  // Headroom growth is one mprotect of exactly the added bytes.
+  kernel_.reset_calls();
+  ASSERT_EQ(huge_->resize(e, 3 * kMiB, kPage, false), p);
+  auto calls = kernel_.calls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].sys, Sys::kMprotect);
+  EXPECT_EQ(calls[0].addr, ptr(addr(p) + 2 * kMiB));
+  EXPECT_EQ(calls[0].len, kMiB);
+  fill(p, 3 * kMiB, 't');
+  EXPECT_EQ(growth(GrowthPath::kHeadroom), 1u);
+  // Refused commit: the block stays as it was.
+  kernel_.fail(Sys::kMprotect, ENOMEM);
+  EXPECT_EQ(huge_->resize_in_place(e, 4 * kMiB, false), 3 * kMiB);
+  EXPECT_TRUE(holds(p, 3 * kMiB, 't'));
+  // Past the span: the neighbour, committed by the chunk layer.
+  ASSERT_EQ(huge_->resize(e, 16 * kMiB, kPage, false), p);
+  fill(p, 16 * kMiB, 'u');
+  // Shrink keeps the accounting straight: the uncommitted tail goes back uncommitted.
+  EXPECT_EQ(huge_->resize_in_place(e, 2 * kMiB, false), 2 * kMiB);
+  expect_consistent();
+  free(p);
+  expect_empty();
+  // What went back is handed out again and is usable.
+  void* q = alloc(32 * kMiB);
+  fill(q, 32 * kMiB, 'w');
+  ASSERT_EQ(huge_->resize(extent(q), 48 * kMiB, kPage, false), q);
+  fill(q, 48 * kMiB, 'x');
+  free(q);
+  expect_empty();
+}
+
+TEST_F(HugeTest, StrictOvercommitMovesCommitTheTarget) {
+  kernel_.overcommit = "2\n";
+  make();
+  void* p = alloc(2 * kMiB);
+  void* busy = alloc(2 * kMiB);
+  ASSERT_EQ(addr(busy), addr(p) + 4 * kMiB);
+  fill(p, 2 * kMiB, 'q');
+  ASSERT_EQ(huge_->resize(extent(p), 4 * kMiB, kPage, false), p);
+  void* q = huge_->resize(extent(p), 8 * kMiB, kPage, true);
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(growth(GrowthPath::kMremap), 1u);
+  EXPECT_TRUE(holds(q, 2 * kMiB, 'q'));
+  EXPECT_TRUE(all_zero(static_cast<char*>(q) + 4 * kMiB, 4 * kMiB));
+  fill(q, 8 * kMiB, 'r');
+  Extent* t = extent(q);
+  ASSERT_EQ(huge_->resize(t, t->size, kPage, false), q);  // commits the rest of the headroom
+  fill(q, t->size, 'r');
+  Blocker b = block_after(t);
+  kernel_.fail(Sys::kMremap, ENOMEM);
+  void* r = huge_->resize(t, 2 * t->size, kPage, false);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(growth(GrowthPath::kCopy), 1u);
+  unblock(b);
+  EXPECT_TRUE(holds(r, 8 * kMiB, 'r'));
+  fill(r, extent(r)->usable, 's');
+  free(r);
+  free(busy);
+  expect_empty();
+}
+
+// ---- failures of every system call on the way -------------------------------
+
+struct Scenario {
+  const char* name;
+  bool strict;
+  size_t reservation;
+  bool busy_neighbour;
+  size_t grow_to;
+};
+
+void PrintTo(const Scenario& sc, std::ostream* os) { *os << sc.name; }
+
+class HugeFailure : public HugeTest, public ::testing::WithParamInterface<Scenario> {};
+
+TEST_P(HugeFailure, EachFailingCallLeavesTheOldBlockIntactAndNothingLeaks) {
+  const Scenario sc = GetParam();
+  const Sys kinds[] = {Sys::kMmap, Sys::kMunmap, Sys::kMprotect, Sys::kMremap, Sys::kMadvise};
+  for (Sys sys : kinds) {
+    for (int times : {1, 1000}) {  // that one call, or every call from then on
+      for (int skip = 0; skip < 16; skip++) {
+        kernel_.overcommit = sc.strict ? "2\n" : "0\n";
+        make(sc.reservation);
+        void* p = alloc(2 * kMiB);
+        void* busy = sc.busy_neighbour ? alloc(2 * kMiB) : nullptr;
+        fill(p, 2 * kMiB, 'o');
+        Extent* e = extent(p);
+        size_t before = kernel_.count(sys);
+        kernel_.fail(sys, ENOMEM, times, skip);
+        void* q = huge_->resize(e, sc.grow_to, kPage, false);
+        const bool hit = kernel_.count(sys) - before > static_cast<size_t>(skip);
+        kernel_.clear_failures();
+        SCOPED_TRACE(::testing::Message() << sc.name << " sys " << static_cast<int>(sys) << " times "
+                                          << times << " skip " << skip);
+        if (q == nullptr) {
+          // Intact: same place, same size, same bytes, still ours, still writable.
+          ASSERT_EQ(chunks_->lookup(p), e);
+          EXPECT_EQ(e->kind, chunk::ExtentKind::kHuge);
+          EXPECT_EQ(e->usable, 2 * kMiB);
+          EXPECT_TRUE(holds(p, 2 * kMiB, 'o'));
+          fill(p, 2 * kMiB, 'p');
+          q = p;
+        } else {
+          EXPECT_TRUE(holds(q, 2 * kMiB, 'o'));
+          EXPECT_EQ(extent(q)->usable, sc.grow_to);
+          fill(q, sc.grow_to, 'o');
+          fill(q, 2 * kMiB, 'p');
+        }
+        expect_consistent();
+        // And it still works once the kernel agrees: grows again, and frees.
+        void* r = huge_->resize(extent(q), 2 * sc.grow_to, kPage, false);
+        ASSERT_NE(r, nullptr);
+        EXPECT_TRUE(holds(r, 2 * kMiB, 'p'));
+        free(r);
+        if (busy) free(busy);
+        expect_empty();
+        if (!hit) break;  // no call of this kind was left to fail
+      }
+    }
+  }
+}
+
+TEST_F(HugeTest, RefusedEverywhereTheResizeFailsAndTheBlockIsIntact) {
+  // Fixed map refused, and no span to move into: nothing can serve.
+  make(4 * kMiB);
+  void* p = alloc(2 * kMiB);
+  fill(p, 2 * kMiB, 'i');
+  Extent* e = extent(p);
+  kernel_.fail(Sys::kMmap, ENOMEM, 1000);
+  EXPECT_EQ(huge_->resize(e, 16 * kMiB, kPage, false), nullptr);
+  EXPECT_EQ(huge_->resize_in_place(e, 16 * kMiB, false), 2 * kMiB);
+  kernel_.clear_failures();
+  EXPECT_EQ(chunks_->lookup(p), e);
+  EXPECT_EQ(e->usable, 2 * kMiB);
+  EXPECT_TRUE(holds(p, 2 * kMiB, 'i'));
+  expect_consistent();
+  // Strict overcommit: the commit of the headroom, and of any target, refused.
+  kernel_.overcommit = "2\n";
+  make();
+  p = alloc(2 * kMiB);
+  fill(p, 2 * kMiB, 'j');
+  e = extent(p);
+  kernel_.fail(Sys::kMprotect, ENOMEM, 1000);
+  EXPECT_EQ(huge_->resize(e, 3 * kMiB, kPage, false), nullptr);
+  kernel_.clear_failures();
+  EXPECT_EQ(e->usable, 2 * kMiB);
+  EXPECT_TRUE(holds(p, 2 * kMiB, 'j'));
+  fill(p, 2 * kMiB, 'k');
+  ASSERT_EQ(huge_->resize(e, 3 * kMiB, kPage, false), p);
+  free(p);
+  expect_empty();
+}
+
+TEST_P(HugeFailure, AllocUnderFailuresKeepsNothing) {
+  const Scenario sc = GetParam();
+  for (Sys sys : {Sys::kMmap, Sys::kMprotect, Sys::kMadvise}) {
+    kernel_.overcommit = sc.strict ? "2\n" : "0\n";
+    make(sc.reservation);
+    kernel_.fail(sys, ENOMEM, 1000);
+    void* p = huge_->alloc(sc.grow_to, kPage, false);
+    kernel_.clear_failures();
+    if (p != nullptr) {
+      fill(p, sc.grow_to, 'a');  // advice is best effort: the block is fine without it
+      free(p);
+    }
+    expect_empty();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Paths, HugeFailure,
+    ::testing::Values(Scenario{"mremap", false, 256 * kMiB, true, 8 * kMiB},
+                      Scenario{"fixed_map", false, 4 * kMiB, false, 16 * kMiB},
+                      Scenario{"strict_headroom", true, 256 * kMiB, false, 4 * kMiB},
+                      Scenario{"strict_mremap", true, 256 * kMiB, true, 8 * kMiB},
+                      Scenario{"strict_fixed_map", true, 4 * kMiB, false, 16 * kMiB}),
+    [](const ::testing::TestParamInfo<Scenario>& i) { return std::string(i.param.name); });
+
+// ---- statistics ----------------------------------------------------------------
+
+TEST_F(HugeTest, StatsCountEachPath) {
+  make(8 * kMiB);
+  void* p = alloc(2 * kMiB);  // span 4 MiB at the start of an 8 MiB reservation
+  Extent* e = extent(p);
+  if (!unmapped(e->base + 8 * kMiB, 16 * kMiB)) GTEST_SKIP() << "the address past the reservation is taken";
+  ASSERT_EQ(huge_->resize(e, 4 * kMiB, kPage, false), p);   // headroom
+  ASSERT_EQ(huge_->resize(e, 6 * kMiB, kPage, false), p);   // the reservation's rest
+  ASSERT_EQ(huge_->resize(e, 12 * kMiB, kPage, false), p);  // past the reservation: mapped
+  huge::HugeStats s = huge_->stats();
+  EXPECT_EQ(s.growth[static_cast<size_t>(GrowthPath::kHeadroom)], 1u);
+  EXPECT_EQ(s.growth[static_cast<size_t>(GrowthPath::kNeighbour)], 1u);
+  EXPECT_EQ(s.growth[static_cast<size_t>(GrowthPath::kFixedMap)], 1u);
+  EXPECT_EQ(s.growth[static_cast<size_t>(GrowthPath::kMremap)], 0u);
+  EXPECT_EQ(s.growth[static_cast<size_t>(GrowthPath::kCopy)], 0u);
+
+  ASSERT_EQ(huge_->resize(e, e->size, kPage, false), p);  // headroom again
+  Blocker b = block_after(e);
+  void* q = huge_->resize(e, 2 * e->size, kPage, false);  // mremap
+  ASSERT_NE(q, nullptr);
+  unblock(b);
+  Extent* t = extent(q);
+  ASSERT_EQ(huge_->resize(t, t->size, kPage, false), q);  // headroom
+  b = block_after(t);
+  kernel_.fail(Sys::kMremap, ENOMEM);
+  void* r = huge_->resize(t, 2 * t->size, kPage, false);  // copy
+  ASSERT_NE(r, nullptr);
+  unblock(b);
+  EXPECT_EQ(huge_->resize_in_place(extent(r), 2 * kMiB, false), 2 * kMiB);
+
+  s = huge_->stats();
+  EXPECT_EQ(s.allocs, 1u);
+  EXPECT_EQ(s.frees, 0u);
+  EXPECT_EQ(s.shrinks, 1u);
+  EXPECT_EQ(s.growth[static_cast<size_t>(GrowthPath::kHeadroom)], 3u);
+  EXPECT_EQ(s.growth[static_cast<size_t>(GrowthPath::kNeighbour)], 1u);
+  EXPECT_EQ(s.growth[static_cast<size_t>(GrowthPath::kFixedMap)], 1u);
+  EXPECT_EQ(s.growth[static_cast<size_t>(GrowthPath::kMremap)], 1u);
+  EXPECT_EQ(s.growth[static_cast<size_t>(GrowthPath::kCopy)], 1u);
+  EXPECT_EQ(s.active_bytes, 2 * kMiB);
+  EXPECT_EQ(s.span_bytes, extent(r)->size);
+  free(r);
+  EXPECT_EQ(huge_->stats().frees, 1u);
+  EXPECT_EQ(std::string(huge::growth_path_name(GrowthPath::kFixedMap)), "fixed_map");
+  expect_empty();
+}
+
+// ---- threads ---------------------------------------------------------------------
+
+TEST(HugeStress, ThreadsAllocGrowShrinkAndFreeConcurrently) {
+  FakeKernel kernel;
+  os::Os os(kernel);
+  FakeClock clock;
+  chunk::Options co;
+  co.reservation = 64 * kMiB;
+  co.decay_ns = 20 * 1000000ull;  // purges now and then, but not after every other op
+  ChunkLayer chunks(os, clock, co);
+  HugeLayer layer(chunks);
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; t++) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(t);
+      const unsigned char tag = static_cast<unsigned char>('A' + t);
+      std::vector<void*> mine;
+      auto ok = [&](void* p) {
+        Extent* e = chunks.lookup(p);
+        auto* c = static_cast<unsigned char*>(p);
+        return e != nullptr && e->base == addr(p) && c[0] == tag && c[e->usable - 1] == tag;
+      };
+      for (int i = 0; i < 300; i++) {
+        unsigned op = rng() % 7;  // alloc, alloc, resize, resize, decay, free, free
+        if (op < 2 || mine.empty()) {
+          size_t size = (2 + rng() % 3) * kMiB;
+          void* p = layer.alloc(size, kPage, op == 0);
+          if (p == nullptr) {
+            errors++;
+            continue;
+          }
+          std::memset(p, tag, size);
+          mine.push_back(p);
+        } else if (op < 4) {
+          size_t k = rng() % mine.size();
+          if (!ok(mine[k])) errors++;
+          Extent* e = chunks.lookup(mine[k]);
+          size_t old = e->usable;
+          size_t size = (1 + rng() % 8) * kMiB;
+          void* q = layer.resize(e, size, kPage, false);
+          if (q == nullptr) {
+            errors++;
+            continue;
+          }
+          if (size > old) std::memset(static_cast<char*>(q) + old, tag, chunks.lookup(q)->usable - old);
+          mine[k] = q;
+          if (!ok(q)) errors++;
+        } else if (op == 4) {
+          clock.advance_ms(1);
+          (void)chunks.decay();
+        } else {
+          size_t k = rng() % mine.size();
+          if (!ok(mine[k])) errors++;
+          layer.free(chunks.lookup(mine[k]));
+          mine[k] = mine.back();
+          mine.pop_back();
+        }
+      }
+      for (void* p : mine) {
+        if (!ok(p)) errors++;
+        layer.free(chunks.lookup(p));
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(errors.load(), 0);
+  huge::HugeStats s = layer.stats();
+  EXPECT_EQ(s.active_bytes, 0u);
+  EXPECT_EQ(s.span_bytes, 0u);
+  chunk::ChunkStats c = chunks.stats();
+  EXPECT_EQ(c.active, 0u);
+  EXPECT_EQ(c.dirty + c.clean, c.reserved);
+}
+
+// ---- AdvisedSet ------------------------------------------------------------------
+
+TEST(AdvisedSet, AddMergesTouchingAndOverlappingRanges) {
+  huge::AdvisedSet s;
+  s.add(100, 200);
+  s.add(300, 400);
+  EXPECT_EQ(s.size(), 2u);
+  EXPECT_TRUE(s.covers(120, 180));
+  EXPECT_TRUE(s.covers(100, 200));
+  EXPECT_FALSE(s.covers(150, 250));
+  EXPECT_FALSE(s.covers(200, 300));
+  EXPECT_FALSE(s.covers(50, 120));
+  s.add(200, 300);  // touches both: one interval
+  EXPECT_EQ(s.size(), 1u);
+  EXPECT_TRUE(s.covers(100, 400));
+  s.add(50, 450);
+  EXPECT_EQ(s.size(), 1u);
+  EXPECT_TRUE(s.covers(50, 450));
+  s.add(500, 600);
+  s.add(10, 20);
+  EXPECT_EQ(s.size(), 3u);
+  EXPECT_TRUE(s.covers(10, 20));
+  EXPECT_TRUE(s.covers(500, 600));
+  EXPECT_TRUE(s.covers(5, 5));  // empty ranges are trivially covered
+}
+
+TEST(AdvisedSet, RemoveCutsAndSplits) {
+  huge::AdvisedSet s;
+  s.add(100, 400);
+  s.remove(200, 300);  // split
+  EXPECT_EQ(s.size(), 2u);
+  EXPECT_TRUE(s.covers(100, 200));
+  EXPECT_TRUE(s.covers(300, 400));
+  EXPECT_FALSE(s.covers(150, 350));
+  EXPECT_FALSE(s.covers(250, 260));
+  s.remove(50, 150);  // cuts the front
+  EXPECT_FALSE(s.covers(100, 150));
+  EXPECT_TRUE(s.covers(150, 200));
+  s.remove(350, 1000);  // cuts the back
+  EXPECT_TRUE(s.covers(300, 350));
+  EXPECT_FALSE(s.covers(300, 360));
+  s.remove(200, 300);  // nothing there: unchanged
+  EXPECT_EQ(s.size(), 2u);
+  s.remove(0, 1000);
+  EXPECT_EQ(s.size(), 0u);
+  EXPECT_FALSE(s.covers(150, 160));
+}
+
+TEST(AdvisedSet, AFullSetForgetsRatherThanLies) {
+  huge::AdvisedSet s;
+  for (uintptr_t i = 0; i < huge::AdvisedSet::kCapacity; i++) s.add(i * 10, i * 10 + 5);
+  EXPECT_EQ(s.size(), huge::AdvisedSet::kCapacity);
+  s.add(100000, 100005);  // no room: not remembered
+  EXPECT_FALSE(s.covers(100000, 100005));
+  s.add(0, 7);  // merges with an existing one: fine
+  EXPECT_TRUE(s.covers(0, 7));
+  s.remove(21, 23);  // a split with no room: drops a part, never claims one
+  EXPECT_FALSE(s.covers(21, 23));
+  EXPECT_FALSE(s.covers(20, 25));
+  for (uintptr_t i = 0; i < huge::AdvisedSet::kCapacity; i++) {
+    if (i == 2) continue;
+    EXPECT_TRUE(s.covers(i * 10 + 1, i * 10 + 4)) << i;
+  }
+}
+
+}  // namespace
+}  // namespace ductile
