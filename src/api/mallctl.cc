@@ -1,0 +1,470 @@
+// mallctl, mallctlnametomib, mallctlbymib and malloc_stats_print.
+//
+// The namespace is a static tree: inner nodes have named children or one
+// child that matches an integer component ("arena.<i>.purge"); leaves have a
+// handler. A MIB holds, per component, the child's position among its
+// siblings, or the integer itself for an integer component, as jemalloc's
+// does. Reads and writes follow jemalloc's rules (jemalloc(3), RETURN
+// VALUES): a read needs *oldlenp == sizeof the value, else as much as fits is
+// copied, *oldlenp says how much, and the answer is EINVAL; a write needs
+// newlen == sizeof the value (EINVAL); writing a read-only value, or reading
+// or writing a void one, is EPERM; an unknown name is ENOENT.
+#include <errno.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <climits>
+#include <cstring>
+
+#include "base/lock.h"
+#include "core/options.h"
+#include "core/runtime.h"
+#include "core/stats.h"
+#include "ductile/ductile.h"
+
+using namespace ductile;
+using core::StatsSnapshot;
+
+namespace {
+
+// The one arena's index, and jemalloc's index for "all arenas".
+constexpr size_t kArenasAll = MALLCTL_ARENAS_ALL;
+// Longest name component, and deepest name, we accept.
+constexpr size_t kMaxComponent = 64;
+constexpr size_t kMaxDepth = 8;
+
+struct Req {
+  void* oldp;
+  size_t* oldlenp;
+  void* newp;
+  size_t newlen;
+};
+
+using Ctl = int (*)(Req& r, const size_t* mib, size_t miblen);
+
+struct Node {
+  const char* name;
+  Ctl ctl;                 // leaves only
+  const Node* kids;        // named children
+  size_t nkids;
+  const Node* indexed;     // the child an integer component leads to
+  bool (*index_ok)(size_t);
+};
+
+// ---- jemalloc's read/write rules ---------------------------------------
+template <typename T>
+int read_value(Req& r, const T& v) {
+  if (r.oldp == nullptr || r.oldlenp == nullptr) return 0;
+  if (*r.oldlenp != sizeof(T)) {
+    size_t n = *r.oldlenp < sizeof(T) ? *r.oldlenp : sizeof(T);
+    std::memcpy(r.oldp, &v, n);
+    *r.oldlenp = n;
+    return EINVAL;
+  }
+  std::memcpy(r.oldp, &v, sizeof(T));
+  return 0;
+}
+
+// 0, or EINVAL for a write of the wrong size; `out` is set when written.
+template <typename T>
+int take_write(Req& r, T* out, bool* written) {
+  *written = false;
+  if (r.newp == nullptr) return 0;
+  if (r.newlen != sizeof(T)) return EINVAL;
+  std::memcpy(out, r.newp, sizeof(T));
+  *written = true;
+  return 0;
+}
+
+bool writes(const Req& r) { return r.newp != nullptr || r.newlen != 0; }
+
+template <typename T>
+int read_only(Req& r, const T& v) {
+  if (writes(r)) return EPERM;
+  return read_value(r, v);
+}
+
+// A void value: an action, neither read nor written.
+int action(Req& r) {
+  return r.oldp != nullptr || r.oldlenp != nullptr || writes(r) ? EPERM : 0;
+}
+
+StatsSnapshot& snapshot(StatsSnapshot& s) {
+  core::take_snapshot(s);
+  return s;
+}
+
+// ---- leaves ------------------------------------------------------------
+Mutex g_write_lock;  // serialises writes of options
+std::atomic<uint64_t> g_epoch{1};
+
+int ctl_version(Req& r, const size_t*, size_t) {
+  const char* v = PACKAGE_VERSION;
+  return read_only(r, v);
+}
+
+int ctl_epoch(Req& r, const size_t*, size_t) {
+  uint64_t v;
+  bool written;
+  if (int e = take_write(r, &v, &written)) return e;
+  // Statistics are read live; a write only moves the epoch on, as a refresh does.
+  if (written) g_epoch.fetch_add(1, std::memory_order_relaxed);
+  uint64_t now = g_epoch.load(std::memory_order_relaxed);
+  return read_value(r, now);
+}
+
+#define DUCTILE_STAT(fn, type, expr)          \
+  int fn(Req& r, const size_t*, size_t) {     \
+    if (writes(r)) return EPERM;              \
+    StatsSnapshot snap;                       \
+    const StatsSnapshot& s = snapshot(snap);  \
+    type v = static_cast<type>(expr);         \
+    return read_value(r, v);                  \
+  }
+
+DUCTILE_STAT(ctl_stats_allocated, size_t, s.allocated)
+DUCTILE_STAT(ctl_stats_active, size_t, s.active)
+DUCTILE_STAT(ctl_stats_resident, size_t, s.resident)
+DUCTILE_STAT(ctl_stats_mapped, size_t, s.mapped)
+DUCTILE_STAT(ctl_stats_retained, size_t, s.retained)
+DUCTILE_STAT(ctl_stats_metadata, size_t, s.metadata)
+
+DUCTILE_STAT(ctl_chunk_reserved, size_t, s.chunk.reserved)
+DUCTILE_STAT(ctl_chunk_reservations, size_t, s.chunk.reservations)
+DUCTILE_STAT(ctl_chunk_active, size_t, s.chunk.active)
+DUCTILE_STAT(ctl_chunk_dirty, size_t, s.chunk.dirty)
+DUCTILE_STAT(ctl_chunk_clean, size_t, s.chunk.clean)
+DUCTILE_STAT(ctl_chunk_allocs, uint64_t, s.chunk.allocs)
+DUCTILE_STAT(ctl_chunk_frees, uint64_t, s.chunk.frees)
+DUCTILE_STAT(ctl_chunk_purges, uint64_t, s.chunk.purges)
+DUCTILE_STAT(ctl_chunk_purged_bytes, uint64_t, s.chunk.purged_bytes)
+
+DUCTILE_STAT(ctl_huge_allocs, uint64_t, s.huge_layer.allocs)
+DUCTILE_STAT(ctl_huge_frees, uint64_t, s.huge_layer.frees)
+DUCTILE_STAT(ctl_huge_shrinks, uint64_t, s.huge_layer.shrinks)
+DUCTILE_STAT(ctl_huge_active, size_t, s.huge_layer.active_bytes)
+DUCTILE_STAT(ctl_huge_spans, size_t, s.huge_layer.span_bytes)
+
+DUCTILE_STAT(ctl_small_allocated, size_t, s.small.allocated)
+DUCTILE_STAT(ctl_small_active, size_t, s.small.active)
+DUCTILE_STAT(ctl_medium_allocated, size_t, s.medium.allocated)
+DUCTILE_STAT(ctl_huge_allocated, size_t, s.huge.allocated)
+
+#undef DUCTILE_STAT
+
+template <size_t Path>
+int ctl_growth(Req& r, const size_t*, size_t) {
+  if (writes(r)) return EPERM;
+  uint64_t v = core::rt().huge.stats().growth[Path];
+  return read_value(r, v);
+}
+
+template <os::Call C>
+int ctl_os_calls(Req& r, const size_t*, size_t) {
+  return read_only(r, core::rt().os.counters().get(C));
+}
+int ctl_os_purged_bytes(Req& r, const size_t*, size_t) {
+  return read_only(r, core::rt().os.counters().purged_bytes.load(std::memory_order_relaxed));
+}
+int ctl_os_purged_ranges(Req& r, const size_t*, size_t) {
+  return read_only(r, core::rt().os.counters().purged_ranges.load(std::memory_order_relaxed));
+}
+
+int ctl_trim(Req& r, const size_t*, size_t) {
+  if (writes(r)) return EPERM;
+  size_t purged = core::trim();
+  return read_value(r, purged);
+}
+
+// thread.*: the calling thread's counters live in its cache.
+__thread uint64_t t_no_counter __attribute__((tls_model("initial-exec"))) = 0;
+
+small::ThreadCache* thread_cache() {
+  if (core::t_cache == nullptr) core::dealloc(core::alloc(1));  // makes one if caches are on
+  return core::t_cache;
+}
+
+template <bool Allocated>
+int ctl_thread_counter(Req& r, const size_t*, size_t) {
+  if (!kStats) return ENOENT;
+  small::ThreadCache* tc = core::t_cache;
+  uint64_t v = tc == nullptr ? 0 : Allocated ? tc->allocated : tc->deallocated;
+  return read_only(r, v);
+}
+
+template <bool Allocated>
+int ctl_thread_counter_ptr(Req& r, const size_t*, size_t) {
+  if (!kStats) return ENOENT;
+  if (writes(r)) return EPERM;
+  small::ThreadCache* tc = thread_cache();
+  uint64_t* p = tc == nullptr ? &t_no_counter : Allocated ? &tc->allocated : &tc->deallocated;
+  return read_value(r, p);
+}
+
+// The core offers no cache flush of its own: trim flushes the calling
+// thread's cache and also purges what is retained.
+int ctl_purge(Req& r, const size_t*, size_t) {
+  if (int e = action(r)) return e;
+  (void)core::trim();
+  return 0;
+}
+
+bool arena_index_ok(size_t i) { return i == 0 || i == kArenasAll; }
+
+int ctl_narenas(Req& r, const size_t*, size_t) { return read_only(r, 1u); }
+int ctl_page(Req& r, const size_t*, size_t) { return read_only(r, kPage); }
+
+// Decay time as jemalloc's ssize_t milliseconds: -1 for "never".
+constexpr uint64_t kNeverMs = UINT64_MAX / 1000000u;  // the largest decay_ms accepted
+ssize_t decay_as_ssize(uint64_t ms) {
+  return ms >= kNeverMs || ms > static_cast<uint64_t>(SSIZE_MAX) ? -1 : static_cast<ssize_t>(ms);
+}
+
+// Sets decay_ms through the option table's parser, then in the chunk layer.
+int set_decay_ms(uint64_t ms) {
+  char text[24];
+  size_t n = 0;
+  char rev[24];
+  size_t k = 0;
+  do {
+    rev[k++] = static_cast<char>('0' + ms % 10);
+    ms /= 10;
+  } while (ms);
+  while (k) text[n++] = rev[--k];
+  LockGuard g(g_write_lock);
+  core::Options o = core::rt().opts;
+  if (!core::set_option(o, "decay_ms", text, n)) return EINVAL;
+  core::rt().opts.decay_ms = o.decay_ms;
+  core::rt().chunks.set_decay_ns(o.decay_ms * 1000000u);
+  return 0;
+}
+
+// Read the old value, then write the new one (jemalloc's order for settings).
+int ctl_opt_decay_ms(Req& r, const size_t*, size_t) {
+  if (int e = read_value(r, core::rt().opts.decay_ms)) return e;
+  uint64_t v;
+  bool written;
+  if (int e = take_write(r, &v, &written)) return e;
+  return written ? set_decay_ms(v) : 0;
+}
+
+int ctl_arenas_dirty_decay_ms(Req& r, const size_t*, size_t) {
+  if (int e = read_value(r, decay_as_ssize(core::rt().opts.decay_ms))) return e;
+  ssize_t v;
+  bool written;
+  if (int e = take_write(r, &v, &written)) return e;
+  if (!written) return 0;
+  if (v < -1) return EFAULT;  // as jemalloc
+  return set_decay_ms(v == -1 ? kNeverMs : static_cast<uint64_t>(v));
+}
+
+int ctl_opt_dirty_decay_ms(Req& r, const size_t*, size_t) {
+  return read_only(r, decay_as_ssize(core::rt().opts.decay_ms));
+}
+int ctl_opt_thp(Req& r, const size_t*, size_t) {
+  huge::ThpPolicy p = core::rt().opts.thp;
+  const char* v = p == huge::ThpPolicy::kAuto ? "auto" : p == huge::ThpPolicy::kAlways ? "always" : "never";
+  return read_only(r, v);
+}
+int ctl_opt_huge_threshold(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.huge_threshold); }
+int ctl_opt_tcache(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.tcache); }
+int ctl_opt_stats_print(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.stats_print); }
+int ctl_opt_narenas(Req& r, const size_t*, size_t) { return read_only(r, 1u); }
+
+int ctl_config_debug(Req& r, const size_t*, size_t) { return read_only(r, kDebug); }
+int ctl_config_stats(Req& r, const size_t*, size_t) { return read_only(r, kStats); }
+
+// ---- the tree ----------------------------------------------------------
+#define LEAF(n, f) Node{n, f, nullptr, 0, nullptr, nullptr}
+#define INNER(n, a) Node{n, nullptr, a, sizeof a / sizeof a[0], nullptr, nullptr}
+#define INDEXED(n, child, ok) Node{n, nullptr, nullptr, 0, &child, ok}
+
+constexpr Node kStatsKids[] = {
+    LEAF("allocated", ctl_stats_allocated), LEAF("active", ctl_stats_active),
+    LEAF("resident", ctl_stats_resident),   LEAF("mapped", ctl_stats_mapped),
+    LEAF("retained", ctl_stats_retained),   LEAF("metadata", ctl_stats_metadata),
+};
+constexpr Node kThreadTcache[] = {LEAF("flush", ctl_purge)};
+constexpr Node kThread[] = {
+    LEAF("allocated", ctl_thread_counter<true>),
+    LEAF("allocatedp", ctl_thread_counter_ptr<true>),
+    LEAF("deallocated", ctl_thread_counter<false>),
+    LEAF("deallocatedp", ctl_thread_counter_ptr<false>),
+    INNER("tcache", kThreadTcache),
+};
+constexpr Node kArenaI[] = {LEAF("purge", ctl_purge), LEAF("decay", ctl_purge)};
+constexpr Node kArenaIndexed = INNER(nullptr, kArenaI);
+constexpr Node kArenas[] = {
+    LEAF("narenas", ctl_narenas),
+    LEAF("page", ctl_page),
+    LEAF("dirty_decay_ms", ctl_arenas_dirty_decay_ms),
+};
+// Every option of the option table (core/options.cc), with its type, plus
+// jemalloc's names for the same settings. api_test checks that every option
+// in the table has a node here.
+constexpr Node kOpt[] = {
+    LEAF("decay_ms", ctl_opt_decay_ms),             // uint64_t, rw
+    LEAF("thp", ctl_opt_thp),                       // const char *
+    LEAF("huge_threshold", ctl_opt_huge_threshold), // size_t
+    LEAF("tcache", ctl_opt_tcache),                 // bool
+    LEAF("stats_print", ctl_opt_stats_print),       // bool
+    LEAF("dirty_decay_ms", ctl_opt_dirty_decay_ms), // ssize_t, jemalloc's
+    LEAF("narenas", ctl_opt_narenas),               // unsigned, jemalloc's
+};
+constexpr Node kConfig[] = {LEAF("debug", ctl_config_debug), LEAF("stats", ctl_config_stats)};
+constexpr Node kGrowth[] = {
+    LEAF("headroom", ctl_growth<0>), LEAF("neighbour", ctl_growth<1>), LEAF("fixed_map", ctl_growth<2>),
+    LEAF("mremap", ctl_growth<3>),   LEAF("copy", ctl_growth<4>),
+};
+static_assert(sizeof kGrowth / sizeof kGrowth[0] == huge::kGrowthPaths, "a node for every growth path");
+constexpr Node kHuge[] = {
+    INNER("growth", kGrowth),          LEAF("allocs", ctl_huge_allocs), LEAF("frees", ctl_huge_frees),
+    LEAF("shrinks", ctl_huge_shrinks), LEAF("active", ctl_huge_active), LEAF("spans", ctl_huge_spans),
+    LEAF("allocated", ctl_huge_allocated),
+};
+constexpr Node kOs[] = {
+    LEAF("mmap", ctl_os_calls<os::Call::kMmap>),
+    LEAF("munmap", ctl_os_calls<os::Call::kMunmap>),
+    LEAF("mprotect", ctl_os_calls<os::Call::kMprotect>),
+    LEAF("mremap", ctl_os_calls<os::Call::kMremap>),
+    LEAF("madvise", ctl_os_calls<os::Call::kMadvise>),
+    LEAF("process_madvise", ctl_os_calls<os::Call::kProcessMadvise>),
+    LEAF("pidfd_open", ctl_os_calls<os::Call::kPidfdOpen>),
+    LEAF("purged_bytes", ctl_os_purged_bytes),
+    LEAF("purged_ranges", ctl_os_purged_ranges),
+};
+static_assert(os::kCallKinds == 7, "a ductile.os node for every kind of system call");
+constexpr Node kChunk[] = {
+    LEAF("reserved", ctl_chunk_reserved), LEAF("reservations", ctl_chunk_reservations),
+    LEAF("active", ctl_chunk_active),     LEAF("dirty", ctl_chunk_dirty),
+    LEAF("clean", ctl_chunk_clean),       LEAF("allocs", ctl_chunk_allocs),
+    LEAF("frees", ctl_chunk_frees),       LEAF("purges", ctl_chunk_purges),
+    LEAF("purged_bytes", ctl_chunk_purged_bytes),
+};
+constexpr Node kSmall[] = {LEAF("allocated", ctl_small_allocated), LEAF("active", ctl_small_active)};
+constexpr Node kMedium[] = {LEAF("allocated", ctl_medium_allocated)};
+constexpr Node kDuctile[] = {
+    INNER("huge", kHuge),     INNER("os", kOs),   INNER("chunk", kChunk),
+    INNER("small", kSmall),   INNER("medium", kMedium), LEAF("trim", ctl_trim),
+};
+constexpr Node kRootKids[] = {
+    LEAF("version", ctl_version),
+    LEAF("epoch", ctl_epoch),
+    INNER("stats", kStatsKids),
+    INNER("thread", kThread),
+    INDEXED("arena", kArenaIndexed, arena_index_ok),
+    INNER("arenas", kArenas),
+    INNER("opt", kOpt),
+    INNER("config", kConfig),
+    INNER("ductile", kDuctile),
+};
+constexpr Node kRoot = INNER("", kRootKids);
+
+#undef LEAF
+#undef INNER
+#undef INDEXED
+
+// ---- lookup ------------------------------------------------------------
+// One step down from `n` by the MIB component `c`; nullptr if there is none.
+const Node* child(const Node* n, size_t c) {
+  if (n->indexed != nullptr) return n->index_ok(c) ? n->indexed : nullptr;
+  return c < n->nkids ? &n->kids[c] : nullptr;
+}
+
+// Translates up to *depth components of `name` into mib[]; *depth becomes
+// the number translated and *whole says whether that was all of them.
+// Returns the node reached, or nullptr (ENOENT).
+const Node* lookup(const char* name, size_t* mib, size_t* depth, bool* whole) {
+  const Node* n = &kRoot;
+  size_t i = 0;
+  const char* p = name;
+  *whole = false;
+  while (i < *depth) {
+    const char* dot = std::strchr(p, '.');
+    size_t len = dot ? static_cast<size_t>(dot - p) : std::strlen(p);
+    if (len == 0 || len > kMaxComponent || n->ctl != nullptr) return nullptr;
+    size_t c = SIZE_MAX;
+    if (n->indexed != nullptr) {
+      size_t v = 0;
+      for (size_t k = 0; k < len; k++) {
+        if (p[k] < '0' || p[k] > '9' || v > (SIZE_MAX - 9) / 10) return nullptr;
+        v = v * 10 + static_cast<size_t>(p[k] - '0');
+      }
+      c = v;
+    } else {
+      for (size_t k = 0; k < n->nkids; k++)
+        if (std::strlen(n->kids[k].name) == len && std::strncmp(n->kids[k].name, p, len) == 0) c = k;
+    }
+    const Node* next = c == SIZE_MAX ? nullptr : child(n, c);
+    if (next == nullptr) return nullptr;
+    mib[i++] = c;
+    n = next;
+    if (!dot) {
+      *whole = true;
+      break;
+    }
+    p = dot + 1;
+  }
+  *depth = i;
+  return n;
+}
+
+bool ready() { return core::ensure_ready(); }
+
+}  // namespace
+
+extern "C" {
+
+DUCTILE_EXPORT int ductile_mallctl(const char* name, void* oldp, size_t* oldlenp, void* newp,
+                                   size_t newlen) noexcept {
+  if (name == nullptr) return EINVAL;
+  if (!ready()) return EAGAIN;
+  size_t mib[kMaxDepth];
+  size_t depth = kMaxDepth;
+  bool whole;
+  const Node* n = lookup(name, mib, &depth, &whole);
+  // A name that stops at an inner node, or goes on past the deepest one we
+  // translate, is not a value.
+  if (n == nullptr || n->ctl == nullptr || !whole) return ENOENT;
+  Req r{oldp, oldlenp, newp, newlen};
+  return n->ctl(r, mib, depth);
+}
+
+DUCTILE_EXPORT int ductile_mallctlnametomib(const char* name, size_t* mibp, size_t* miblenp) noexcept {
+  if (name == nullptr || mibp == nullptr || miblenp == nullptr) return EINVAL;
+  if (!ready()) return EAGAIN;
+  size_t depth = *miblenp < kMaxDepth ? *miblenp : kMaxDepth;
+  size_t mib[kMaxDepth];
+  bool whole;
+  if (lookup(name, mib, &depth, &whole) == nullptr) return ENOENT;
+  std::memcpy(mibp, mib, depth * sizeof(size_t));
+  *miblenp = depth;
+  return 0;
+}
+
+DUCTILE_EXPORT int ductile_mallctlbymib(const size_t* mib, size_t miblen, void* oldp, size_t* oldlenp,
+                                        void* newp, size_t newlen) noexcept {
+  if (mib == nullptr) return EINVAL;
+  if (!ready()) return EAGAIN;
+  const Node* n = &kRoot;
+  for (size_t i = 0; i < miblen; i++) {
+    if (n->ctl != nullptr || (n = child(n, mib[i])) == nullptr) return ENOENT;
+  }
+  if (n->ctl == nullptr) return ENOENT;
+  Req r{oldp, oldlenp, newp, newlen};
+  return n->ctl(r, mib, miblen);
+}
+
+DUCTILE_EXPORT void ductile_malloc_stats_print(void (*write_cb)(void*, const char*), void* cbopaque,
+                                               const char* opts) noexcept {
+  core::print_stats(write_cb, cbopaque, opts);
+}
+
+#define DUCTILE_ALIAS(name) __attribute__((alias("ductile_" #name), visibility("default")))
+
+int mallctl(const char*, void*, size_t*, void*, size_t) DUCTILE_ALIAS(mallctl);
+int mallctlnametomib(const char*, size_t*, size_t*) DUCTILE_ALIAS(mallctlnametomib);
+int mallctlbymib(const size_t*, size_t, void*, size_t*, void*, size_t) DUCTILE_ALIAS(mallctlbymib);
+void malloc_stats_print(void (*)(void*, const char*), void*, const char*) DUCTILE_ALIAS(malloc_stats_print);
+
+}  // extern "C"

@@ -1,0 +1,374 @@
+#include "core/stats.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/options.h"
+#include "core/runtime.h"
+
+namespace ductile::core {
+
+namespace {
+
+constexpr const char* kGrowthNames[] = {"headroom", "neighbour", "fixed_map", "mremap", "copy"};
+static_assert(sizeof kGrowthNames / sizeof kGrowthNames[0] == huge::kGrowthPaths,
+              "a name for every growth path");
+
+size_t sub_or_zero(size_t a, size_t b) { return a > b ? a - b : 0; }
+
+// ---- output ------------------------------------------------------------
+// Text is collected in a stack buffer and handed on in pieces: no allocation,
+// no lock held while the callback runs.
+class Out {
+ public:
+  // Without a callback the text goes to `fd`.
+  Out(WriteFn write, void* opaque, int fd = 2) noexcept : write_(write), opaque_(opaque), fd_(fd) {}
+  Out(const Out&) = delete;
+  Out& operator=(const Out&) = delete;
+  ~Out() { flush(); }
+
+  Out& str(const char* s) noexcept {
+    while (*s) ch(*s++);
+    return *this;
+  }
+  Out& ch(char c) noexcept {
+    if (len_ + 1 >= sizeof buf_) flush();
+    buf_[len_++] = c;
+    return *this;
+  }
+  Out& u64(uint64_t v) noexcept {
+    char tmp[24];
+    size_t n = 0;
+    do {
+      tmp[n++] = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v);
+    while (n) ch(tmp[--n]);
+    return *this;
+  }
+  // Right-aligned in `width` columns.
+  Out& u64w(uint64_t v, size_t width) noexcept {
+    size_t digits = 1;
+    for (uint64_t x = v; x >= 10; x /= 10) digits++;
+    for (; digits < width; digits++) ch(' ');
+    return u64(v);
+  }
+  // Left-aligned, padded to `width` columns.
+  Out& pad(const char* s, size_t width) noexcept {
+    size_t n = std::strlen(s);
+    str(s);
+    for (; n < width; n++) ch(' ');
+    return *this;
+  }
+  // "12.3 MiB": bytes for a human, one decimal.
+  Out& human(uint64_t v) noexcept {
+    static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    size_t u = 0;
+    uint64_t whole = v, tenths = 0;
+    while (whole >= 1024 && u + 1 < sizeof kUnits / sizeof kUnits[0]) {
+      tenths = (whole % 1024) * 10 / 1024;
+      whole /= 1024;
+      u++;
+    }
+    u64(whole);
+    if (u) ch('.').u64(tenths);
+    return ch(' ').str(kUnits[u]);
+  }
+  void flush() noexcept {
+    if (len_ == 0) return;
+    buf_[len_] = '\0';
+    if (write_) {
+      write_(opaque_, buf_);
+    } else {
+      size_t off = 0;
+      while (off < len_) {
+        ssize_t w = ::write(fd_, buf_ + off, len_ - off);
+        if (w <= 0) break;
+        off += static_cast<size_t>(w);
+      }
+    }
+    len_ = 0;
+  }
+
+ private:
+  WriteFn write_;
+  void* opaque_;
+  int fd_;
+  char buf_[1024];
+  size_t len_ = 0;
+};
+
+bool has(const char* opts, char c) { return opts != nullptr && std::strchr(opts, c) != nullptr; }
+
+// ---- readable ----------------------------------------------------------
+void bytes_row(Out& o, const char* name, const LayerBytes& b) {
+  o.str("  ").pad(name, 10).u64w(b.allocated, 16).u64w(b.active, 16).str("   (")
+      .human(b.allocated).str(" / ").human(b.active).str(")\n");
+}
+
+void print_text(Out& o, const StatsSnapshot& s, const char* opts) {
+  char val[64];
+  o.str("___ Begin ductile statistics ___\n");
+  o.str("Version: ").str(PACKAGE_VERSION).ch('\n');
+  o.str("Options:");
+  for (size_t i = 0; i < option_count(); i++) {
+    const char* name = option_name(i);
+    if (option_to_string(rt().opts, name, val, sizeof val)) o.ch(' ').str(name).ch(':').str(val);
+  }
+  const os::Features& f = rt().os.features();
+  o.str("\nKernel: MAP_FIXED_NOREPLACE ").str(f.map_fixed_noreplace ? "yes" : "no")
+      .str(", batched purge ").str(f.batch_purge ? "yes" : "no")
+      .str(", MADV_FREE ").str(f.madv_free ? "yes" : "no")
+      .str(", MADV_POPULATE_WRITE ").str(f.populate_write ? "yes" : "no")
+      .str(", strict overcommit ").str(f.strict_overcommit ? "yes" : "no")
+      .str(", THP ")
+      .str(f.thp == os::ThpMode::kAlways    ? "always"
+           : f.thp == os::ThpMode::kMadvise ? "madvise"
+           : f.thp == os::ThpMode::kNever   ? "never"
+                                            : "unknown")
+      .ch('\n');
+
+  o.str("Bytes by layer:      allocated          active\n");
+  bytes_row(o, "small", s.small);
+  bytes_row(o, "medium", s.medium);
+  bytes_row(o, "huge", s.huge);
+  bytes_row(o, "total", LayerBytes{s.allocated, s.active});
+  o.str("Mapped: ").u64(s.mapped).str(" (").human(s.mapped).str("), resident at most ").u64(s.resident)
+      .str(" (").human(s.resident).str("), metadata ").u64(s.metadata).str(" (").human(s.metadata)
+      .str(")\n");
+  o.str("Retained: ").u64(s.chunk.dirty).str(" dirty (").human(s.chunk.dirty).str(", awaiting decay), ")
+      .u64(s.chunk.clean).str(" clean (").human(s.chunk.clean).str(", purged or never touched)\n");
+  o.str("Purged: ").u64(s.purged_bytes).str(" bytes (").human(s.purged_bytes).str(") in ")
+      .u64(s.purged_ranges).str(" ranges\n");
+  o.str("Chunk layer: ").u64(s.chunk.reserved).str(" bytes reserved in ").u64(s.chunk.reservations)
+      .str(" reservations, ").u64(s.chunk.allocs).str(" allocs, ").u64(s.chunk.frees).str(" frees, ")
+      .u64(s.chunk.alloc_at_hits).str(" at-address hits, ").u64(s.chunk.alloc_at_refusals)
+      .str(" refusals\n");
+  o.str("Huge layer: ").u64(s.huge_layer.allocs).str(" allocs, ").u64(s.huge_layer.frees)
+      .str(" frees, ").u64(s.huge_layer.shrinks).str(" shrinks, spans ").u64(s.huge_layer.span_bytes)
+      .str(" bytes (").human(s.huge_layer.span_bytes).str(")\n");
+  o.str("Huge growth by path:");
+  for (size_t i = 0; i < huge::kGrowthPaths; i++) o.ch(' ').str(kGrowthNames[i]).ch(' ').u64(s.huge_layer.growth[i]);
+  o.ch('\n');
+  o.str("System calls:");
+  uint64_t total = 0;
+  for (size_t i = 0; i < os::kCallKinds; i++) {
+    o.ch(' ').str(os::call_name(static_cast<os::Call>(i))).ch(' ').u64(s.calls[i]);
+    total += s.calls[i];
+  }
+  o.str(" (total ").u64(total).str(")\n");
+  o.str("This thread: allocated ").u64(s.thread_allocated).str(", deallocated ").u64(s.thread_deallocated)
+      .ch('\n');
+  if (!has(opts, 'b')) {
+    o.str("Small classes:    size   slabs   empty  free objs  slab allocs  slab returns\n");
+    for (size_t c = 0; c < small::kNumSmall; c++) {
+      const small::BinStats& b = s.bins[c];
+      if (b.slabs == 0 && b.slab_allocs == 0) continue;
+      o.str("              ").u64w(small::class_size(c), 8).u64w(b.slabs, 8).u64w(b.empty_slabs, 8)
+          .u64w(b.free_objects, 11).u64w(b.slab_allocs, 13).u64w(b.slab_returns, 14).ch('\n');
+    }
+  }
+  o.str("___ End ductile statistics ___\n");
+}
+
+// ---- JSON --------------------------------------------------------------
+class Json {
+ public:
+  explicit Json(Out& o) : o_(o) {}
+  Json& open(const char* key, char bracket) {
+    this->key(key);
+    o_.ch(bracket);
+    first_ = true;
+    return *this;
+  }
+  Json& close(char bracket) {
+    o_.ch(bracket);
+    first_ = false;
+    return *this;
+  }
+  Json& num(const char* key, uint64_t v) {
+    this->key(key);
+    o_.u64(v);
+    return *this;
+  }
+  Json& boolean(const char* key, bool v) {
+    this->key(key);
+    o_.str(v ? "true" : "false");
+    return *this;
+  }
+  // Values here are option values and names of our own: no characters that
+  // need escaping other than these two.
+  Json& string(const char* key, const char* v) {
+    this->key(key);
+    o_.ch('"');
+    for (; *v; v++) {
+      if (*v == '"' || *v == '\\') o_.ch('\\');
+      o_.ch(*v);
+    }
+    o_.ch('"');
+    return *this;
+  }
+  Json& layer(const char* key, const LayerBytes& b) {
+    open(key, '{').num("allocated", b.allocated).num("active", b.active);
+    return close('}');
+  }
+
+ private:
+  void key(const char* k) {
+    if (!first_) o_.ch(',');
+    first_ = false;
+    if (k) o_.ch('"').str(k).str("\":");
+  }
+  Out& o_;
+  bool first_ = true;
+};
+
+void print_json(Out& o, const StatsSnapshot& s, const char* opts) {
+  char val[64];
+  Json j(o);
+  j.open(nullptr, '{').open("ductile", '{');
+  j.string("version", PACKAGE_VERSION);
+  j.open("options", '{');
+  for (size_t i = 0; i < option_count(); i++) {
+    const char* name = option_name(i);
+    if (option_to_string(rt().opts, name, val, sizeof val)) j.string(name, val);
+  }
+  j.close('}');
+  const os::Features& f = rt().os.features();
+  j.open("kernel", '{')
+      .boolean("map_fixed_noreplace", f.map_fixed_noreplace)
+      .boolean("batch_purge", f.batch_purge)
+      .boolean("madv_free", f.madv_free)
+      .boolean("populate_write", f.populate_write)
+      .boolean("strict_overcommit", f.strict_overcommit)
+      .close('}');
+  j.open("stats", '{')
+      .num("allocated", s.allocated)
+      .num("active", s.active)
+      .num("resident", s.resident)
+      .num("mapped", s.mapped)
+      .num("retained", s.retained)
+      .num("metadata", s.metadata)
+      .num("dirty", s.chunk.dirty)
+      .num("clean", s.chunk.clean)
+      .num("purged_bytes", s.purged_bytes)
+      .num("purged_ranges", s.purged_ranges)
+      .close('}');
+  j.open("layers", '{').layer("small", s.small).layer("medium", s.medium).layer("huge", s.huge).close('}');
+  j.open("chunk", '{')
+      .num("reserved", s.chunk.reserved)
+      .num("reservations", s.chunk.reservations)
+      .num("active", s.chunk.active)
+      .num("allocs", s.chunk.allocs)
+      .num("frees", s.chunk.frees)
+      .num("alloc_at_hits", s.chunk.alloc_at_hits)
+      .num("alloc_at_refusals", s.chunk.alloc_at_refusals)
+      .num("purged_bytes", s.chunk.purged_bytes)
+      .num("purges", s.chunk.purges)
+      .close('}');
+  j.open("huge", '{')
+      .num("allocs", s.huge_layer.allocs)
+      .num("frees", s.huge_layer.frees)
+      .num("shrinks", s.huge_layer.shrinks)
+      .num("active_bytes", s.huge_layer.active_bytes)
+      .num("span_bytes", s.huge_layer.span_bytes);
+  j.open("growth", '{');
+  for (size_t i = 0; i < huge::kGrowthPaths; i++) j.num(kGrowthNames[i], s.huge_layer.growth[i]);
+  j.close('}').close('}');
+  j.open("syscalls", '{');
+  for (size_t i = 0; i < os::kCallKinds; i++) j.num(os::call_name(static_cast<os::Call>(i)), s.calls[i]);
+  j.close('}');
+  j.open("thread", '{').num("allocated", s.thread_allocated).num("deallocated", s.thread_deallocated).close('}');
+  if (!has(opts, 'b')) {
+    j.open("bins", '[');
+    for (size_t c = 0; c < small::kNumSmall; c++) {
+      const small::BinStats& b = s.bins[c];
+      j.open(nullptr, '{')
+          .num("size", small::class_size(c))
+          .num("slabs", b.slabs)
+          .num("empty_slabs", b.empty_slabs)
+          .num("free_objects", b.free_objects)
+          .num("slab_allocs", b.slab_allocs)
+          .num("slab_returns", b.slab_returns)
+          .close('}');
+    }
+    j.close(']');
+  }
+  j.close('}').close('}');
+  o.ch('\n');
+}
+
+}  // namespace
+
+const char* growth_name(size_t path) noexcept {
+  return path < huge::kGrowthPaths ? kGrowthNames[path] : nullptr;
+}
+
+void take_snapshot(StatsSnapshot& s) noexcept {
+  Runtime& r = rt();
+  s = StatsSnapshot();
+  for (size_t c = 0; c < small::kNumSmall; c++) {
+    small::BinStats b = r.bins[c].stats();
+    s.bins[c] = b;
+    size_t objs = b.slabs * small::kClasses.objects_per_slab[c];
+    s.small.allocated += sub_or_zero(objs, b.free_objects) * small::class_size(c);
+    s.small.active += b.slabs * small::kClasses.slab_pages[c] * kPage;
+  }
+  s.huge_layer = r.huge.stats();
+  s.chunk = r.chunks.stats();
+  s.huge.allocated = s.huge_layer.active_bytes;
+  s.huge.active = align_up(s.huge_layer.active_bytes, kPage);
+  // Medium blocks are the chunk layer's active extents that are neither slabs
+  // nor huge spans (the layers are read one after another: clamp).
+  s.medium.active = sub_or_zero(s.chunk.active, s.small.active + s.huge_layer.span_bytes);
+  s.medium.allocated = s.medium.active;
+  s.allocated = s.small.allocated + s.medium.allocated + s.huge.allocated;
+  s.active = s.small.active + s.medium.active + s.huge.active;
+  s.metadata = r.chunks.meta().bytes_mapped();
+  s.mapped = s.chunk.active + s.metadata;
+  s.resident = s.active + s.chunk.dirty + s.metadata;
+  s.retained = s.chunk.clean;
+  const os::Counters& k = r.os.counters();
+  for (size_t i = 0; i < os::kCallKinds; i++) s.calls[i] = k.get(static_cast<os::Call>(i));
+  s.purged_bytes = k.purged_bytes.load(std::memory_order_relaxed);
+  s.purged_ranges = k.purged_ranges.load(std::memory_order_relaxed);
+  if (small::ThreadCache* tc = t_cache) {
+    s.thread_allocated = tc->allocated;
+    s.thread_deallocated = tc->deallocated;
+  }
+}
+
+namespace {
+
+void print_to(WriteFn write, void* opaque, int fd, const char* opts) {
+  // On the stack (about 2 KiB plus the 1 KiB output buffer): printing must
+  // not allocate.
+  StatsSnapshot s;
+  take_snapshot(s);
+  Out o(write, opaque, fd);
+  if (has(opts, 'J')) print_json(o, s, opts);
+  else print_text(o, s, opts);
+}
+
+int g_exit_fd = 2;
+
+void at_exit() { print_to(nullptr, nullptr, g_exit_fd, nullptr); }
+
+}  // namespace
+
+void print_stats(WriteFn write, void* opaque, const char* opts) noexcept {
+  if (!ensure_ready()) return;  // called while this thread builds the runtime
+  print_to(write, opaque, 2, opts);
+}
+
+void print_stats_at_exit_on() noexcept {
+  // Above the descriptors programs commonly expect to get next (3, 4, ...).
+  int fd = fcntl(2, F_DUPFD_CLOEXEC, 64);
+  if (fd >= 0) g_exit_fd = fd;
+  atexit(at_exit);
+}
+
+}  // namespace ductile::core

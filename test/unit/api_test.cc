@@ -1,0 +1,817 @@
+// The API layer through its C entry points: jemalloc's extended API
+// (mallocx ... nallocx), mallctl and its MIB forms, malloc_stats_print, and
+// the malloc family's edge cases that the issue names. This program links the
+// library's objects statically, so ductile is the allocator of the whole
+// test process, and the internals are at hand to check answers against.
+#include <errno.h>
+#include <sys/types.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/options.h"
+#include "core/runtime.h"
+#include "core/stats.h"
+#include "ductile/ductile.h"
+#include "integration/json_check.h"
+#include "small/size_classes.h"
+
+// glibc's own allocator, which stays reachable under these names: the
+// reference for "matches glibc".
+extern "C" void* __libc_malloc(size_t);
+extern "C" void* __libc_realloc(void*, size_t);
+extern "C" void __libc_free(void*);
+
+namespace ductile {
+namespace {
+
+constexpr size_t kMaxSize = static_cast<size_t>(PTRDIFF_MAX);
+constexpr size_t kMiB = size_t{1} << 20;
+
+size_t threshold() { return core::rt().huge.options().threshold; }
+
+// Hides a constant from the compiler's allocation-size warnings.
+size_t opaque(size_t v) {
+  volatile size_t x = v;
+  return x;
+}
+
+void fill(void* p, size_t n, unsigned seed) {
+  auto* b = static_cast<unsigned char*>(p);
+  for (size_t i = 0; i < n; i++) b[i] = static_cast<unsigned char>(seed + i * 13);
+}
+bool check(const void* p, size_t n, unsigned seed) {
+  auto* b = static_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < n; i++)
+    if (b[i] != static_cast<unsigned char>(seed + i * 13)) return false;
+  return true;
+}
+bool all_zero(const void* p, size_t from, size_t to) {
+  auto* b = static_cast<const unsigned char*>(p);
+  for (size_t i = from; i < to; i++)
+    if (b[i] != 0) return false;
+  return true;
+}
+
+// Sizes around every range's edges: small, medium, huge.
+std::vector<size_t> edge_sizes() {
+  std::vector<size_t> v = {1,    7,    8,     9,      16,     17,     100,    1024,          1025,
+                           4096, 4097, 16384, 16385,  20000,  65536,  100000, 1048576 + 1};
+  size_t t = threshold();
+  for (size_t s : {t - kPage - 1, t - 1, t, t + 1, 3 * kMiB + 5, 9 * kMiB}) v.push_back(s);
+  return v;
+}
+
+// ---- flags -------------------------------------------------------------
+
+TEST(Flags, EncodeAsJemallocDoes) {
+  EXPECT_EQ(MALLOCX_LG_ALIGN(0), 0);
+  EXPECT_EQ(MALLOCX_LG_ALIGN(12), 12);
+  for (int lg = 0; lg < 63; lg++) EXPECT_EQ(MALLOCX_ALIGN(uint64_t{1} << lg), lg) << lg;
+  EXPECT_EQ(MALLOCX_ALIGN(24), 3);  // not a power of two: its lowest set bit
+  EXPECT_EQ(MALLOCX_ZERO, 0x40);
+  EXPECT_EQ(MALLOCX_TCACHE_NONE, 0x100);
+  EXPECT_EQ(MALLOCX_TCACHE(0), 0x200);
+  EXPECT_EQ(MALLOCX_ARENA(0), 1 << 20);
+  EXPECT_EQ(MALLOCX_ARENA(5), 6 << 20);
+  EXPECT_EQ(MALLCTL_ARENAS_ALL, 4096);
+}
+
+// ---- mallocx / nallocx / sallocx ---------------------------------------
+
+TEST(Mallocx, EverySizeAndAlignmentAgreesWithNallocx) {
+  for (size_t size : edge_sizes()) {
+    for (int lg : {0, 3, 4, 6, 12, 16, 21, 22}) {
+      for (int extra : {0, static_cast<int>(MALLOCX_ZERO), static_cast<int>(MALLOCX_TCACHE_NONE),
+                        MALLOCX_ARENA(0)}) {
+        int flags = MALLOCX_LG_ALIGN(lg) | extra;
+        void* p = ductile_mallocx(size, flags);
+        ASSERT_NE(p, nullptr) << size << " lg " << lg;
+        size_t align = size_t{1} << lg;
+        EXPECT_TRUE(is_aligned(addr(p), align)) << size << " lg " << lg;
+        size_t usable = ductile_sallocx(p, flags);
+        EXPECT_GE(usable, size);
+        EXPECT_EQ(usable, ductile_nallocx(size, flags)) << size << " lg " << lg;
+        EXPECT_EQ(usable, ductile_malloc_usable_size(p));
+        if (flags & MALLOCX_ZERO) {
+          EXPECT_TRUE(all_zero(p, 0, size)) << size;
+        }
+        static_cast<volatile char*>(p)[size - 1] = 1;
+        ductile_dallocx(p, flags);
+      }
+    }
+  }
+}
+
+TEST(Mallocx, UnprefixedNamesAreTheSameFunctions) {
+  EXPECT_EQ(reinterpret_cast<void*>(&mallocx), reinterpret_cast<void*>(&ductile_mallocx));
+  EXPECT_EQ(reinterpret_cast<void*>(&rallocx), reinterpret_cast<void*>(&ductile_rallocx));
+  EXPECT_EQ(reinterpret_cast<void*>(&xallocx), reinterpret_cast<void*>(&ductile_xallocx));
+  EXPECT_EQ(reinterpret_cast<void*>(&sallocx), reinterpret_cast<void*>(&ductile_sallocx));
+  EXPECT_EQ(reinterpret_cast<void*>(&dallocx), reinterpret_cast<void*>(&ductile_dallocx));
+  EXPECT_EQ(reinterpret_cast<void*>(&sdallocx), reinterpret_cast<void*>(&ductile_sdallocx));
+  EXPECT_EQ(reinterpret_cast<void*>(&nallocx), reinterpret_cast<void*>(&ductile_nallocx));
+  EXPECT_EQ(reinterpret_cast<void*>(&mallctl), reinterpret_cast<void*>(&ductile_mallctl));
+  EXPECT_EQ(reinterpret_cast<void*>(&malloc_stats_print), reinterpret_cast<void*>(&ductile_malloc_stats_print));
+  void* p = mallocx(100, 0);
+  EXPECT_EQ(sallocx(p, 0), ductile_sallocx(p, 0));
+  dallocx(p, 0);
+}
+
+TEST(Mallocx, ZeroFlagZeroesRecycledMemory) {
+  for (size_t size : {24ul, 3000ul, 40000ul, 3 * kMiB}) {
+    for (int round = 0; round < 3; round++) {
+      void* dirty = ductile_malloc(size);
+      std::memset(dirty, 0xa5, size);
+      ductile_free(dirty);
+      void* p = ductile_mallocx(size, MALLOCX_ZERO);
+      ASSERT_NE(p, nullptr);
+      EXPECT_TRUE(all_zero(p, 0, size)) << size;
+      std::memset(p, 0x5a, size);
+      ductile_dallocx(p, 0);
+    }
+  }
+}
+
+TEST(Mallocx, AlignmentLargerThanTheSize) {
+  for (size_t align = 16; align <= 64 * kMiB; align <<= 1) {
+    void* p = ductile_mallocx(1, MALLOCX_ALIGN(align));
+    ASSERT_NE(p, nullptr) << align;
+    EXPECT_TRUE(is_aligned(addr(p), align)) << align;
+    EXPECT_EQ(ductile_sallocx(p, 0), ductile_nallocx(1, MALLOCX_ALIGN(align))) << align;
+    ductile_dallocx(p, MALLOCX_ALIGN(align));
+  }
+}
+
+TEST(Mallocx, AlignmentNotAPowerOfTwoUsesItsLowestBit) {
+  // MALLOCX_ALIGN does not validate (as jemalloc's): 24 asks for 8, 96 for 32.
+  void* p = ductile_mallocx(40, MALLOCX_ALIGN(24));
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(is_aligned(addr(p), 8));
+  void* q = ductile_mallocx(40, MALLOCX_ALIGN(96));
+  ASSERT_NE(q, nullptr);
+  EXPECT_TRUE(is_aligned(addr(q), 32));
+  ductile_dallocx(p, 0);
+  ductile_dallocx(q, 0);
+}
+
+TEST(Mallocx, ImpossibleRequestsFailCleanly) {
+  for (size_t size : {SIZE_MAX, SIZE_MAX - kPage, kMaxSize + 1, kMaxSize, kMaxSize - kPage}) {
+    errno = 0;
+    EXPECT_EQ(ductile_mallocx(size, 0), nullptr) << size;
+    EXPECT_EQ(errno, ENOMEM) << size;
+    EXPECT_EQ(ductile_mallocx(size, MALLOCX_ZERO | MALLOCX_LG_ALIGN(12)), nullptr) << size;
+    if (size > kMaxSize) {
+      EXPECT_EQ(ductile_nallocx(size, 0), 0u) << size;
+    }
+  }
+  EXPECT_EQ(ductile_nallocx(kMaxSize, 0), 0u);  // rounding would take it past PTRDIFF_MAX
+  // An alignment whose padding alone exceeds what can exist.
+  EXPECT_EQ(ductile_mallocx(1, MALLOCX_LG_ALIGN(63)), nullptr);
+  EXPECT_EQ(ductile_nallocx(1, MALLOCX_LG_ALIGN(63)), 0u);
+  EXPECT_EQ(ductile_mallocx(kMiB, MALLOCX_LG_ALIGN(62)), nullptr);
+  // Still healthy afterwards.
+  void* p = ductile_mallocx(64, 0);
+  EXPECT_NE(p, nullptr);
+  ductile_dallocx(p, 0);
+}
+
+TEST(Sallocx, ForeignAndNullPointersAreZero) {
+  int on_stack = 0;
+  EXPECT_EQ(ductile_sallocx(&on_stack, 0), 0u);
+  EXPECT_EQ(ductile_sallocx(nullptr, 0), 0u);
+}
+
+// ---- rallocx -----------------------------------------------------------
+
+TEST(Rallocx, KeepsContentsAcrossEveryRange) {
+  const size_t sizes[] = {10, 300, 5000, 40000, 900000, 3 * kMiB, 9 * kMiB, 600000, 100, 7};
+  void* p = ductile_mallocx(sizes[0], 0);
+  fill(p, sizes[0], 21);
+  size_t valid = sizes[0];
+  for (size_t n : sizes) {
+    void* q = ductile_rallocx(p, n, 0);
+    ASSERT_NE(q, nullptr) << n;
+    EXPECT_GE(ductile_sallocx(q, 0), n);
+    ASSERT_TRUE(check(q, valid < n ? valid : n, 21)) << n;
+    fill(q, n, 21);
+    valid = n;
+    p = q;
+  }
+  ductile_dallocx(p, 0);
+}
+
+TEST(Rallocx, ZeroFlagZeroesFromTheOldUsableSize) {
+  const size_t sizes[] = {10, 100, 3000, 50000, 200000, 3 * kMiB, 12 * kMiB};
+  for (size_t i = 0; i + 1 < sizeof sizes / sizeof sizes[0]; i++) {
+    // Dirty the memory the grown block might reuse.
+    void* d = ductile_malloc(sizes[i + 1]);
+    std::memset(d, 0xee, sizes[i + 1]);
+    ductile_free(d);
+    void* p = ductile_mallocx(sizes[i], MALLOCX_ZERO);
+    size_t old = ductile_sallocx(p, 0);
+    fill(p, old, 4);
+    void* q = ductile_rallocx(p, sizes[i + 1], MALLOCX_ZERO);
+    ASSERT_NE(q, nullptr);
+    EXPECT_TRUE(check(q, old, 4)) << sizes[i];
+    EXPECT_TRUE(all_zero(q, old, sizes[i + 1])) << sizes[i] << " -> " << sizes[i + 1];
+    ductile_dallocx(q, 0);
+  }
+}
+
+TEST(Rallocx, AlignmentIsHonouredWhenItChanges) {
+  for (size_t align : {64ul, 4096ul, 65536ul, 2 * kMiB, 8 * kMiB}) {
+    for (size_t size : {100ul, 20000ul, 3 * kMiB}) {
+      void* p = ductile_mallocx(size, 0);
+      fill(p, size, 8);
+      void* q = ductile_rallocx(p, size * 2, MALLOCX_ALIGN(align));
+      ASSERT_NE(q, nullptr);
+      EXPECT_TRUE(is_aligned(addr(q), align)) << size << " " << align;
+      EXPECT_TRUE(check(q, size, 8));
+      ductile_dallocx(q, 0);
+    }
+  }
+}
+
+TEST(Rallocx, FailureLeavesTheBlockIntact) {
+  for (size_t size : {40ul, 50000ul, 5 * kMiB}) {
+    void* p = ductile_mallocx(size, 0);
+    fill(p, size, 5);
+    EXPECT_EQ(ductile_rallocx(p, SIZE_MAX, 0), nullptr);
+    EXPECT_EQ(ductile_rallocx(p, kMaxSize + 1, MALLOCX_ZERO), nullptr);
+    EXPECT_EQ(ductile_rallocx(p, 64, MALLOCX_LG_ALIGN(63)), nullptr);
+    EXPECT_TRUE(check(p, size, 5));
+    EXPECT_GE(ductile_sallocx(p, 0), size);
+    ductile_dallocx(p, 0);
+  }
+}
+
+// ---- xallocx -----------------------------------------------------------
+
+TEST(Xallocx, NeverMovesAndAnswersTheRealSize) {
+  for (size_t size : edge_sizes()) {
+    void* p = ductile_mallocx(size, 0);
+    fill(p, size, 6);
+    size_t old = ductile_sallocx(p, 0);
+    for (size_t want : {size / 2 + 1, size, old, old + 1, old * 2, old * 3 + 12345}) {
+      size_t got = ductile_xallocx(p, want, 0, 0);
+      EXPECT_EQ(got, ductile_sallocx(p, 0)) << size << " -> " << want;
+      EXPECT_TRUE(got >= want || got == old || got >= size) << size << " -> " << want << " got " << got;
+      EXPECT_TRUE(check(p, size < got ? size : got, 6)) << size << " -> " << want;
+      old = got;
+    }
+    ductile_dallocx(p, 0);
+  }
+}
+
+TEST(Xallocx, SmallBlocksCannotGrowPastTheirClass) {
+  void* p = ductile_mallocx(16, 0);
+  EXPECT_EQ(ductile_xallocx(p, 17, 0, 0), 16u);
+  EXPECT_EQ(ductile_xallocx(p, 8, 0, 0), 16u);
+  EXPECT_EQ(ductile_xallocx(p, 16, 100, 0), 16u);
+  ductile_dallocx(p, 0);
+}
+
+TEST(Xallocx, MediumShrinksInPlace) {
+  void* p = ductile_mallocx(1 * kMiB, 0);
+  fill(p, 100000, 3);
+  size_t got = ductile_xallocx(p, 100000, 0, 0);
+  EXPECT_EQ(got, small::class_size(small::class_of(100000)));
+  EXPECT_TRUE(check(p, 100000, 3));
+  ductile_dallocx(p, 0);
+}
+
+TEST(Xallocx, ExtraIsBestEffort) {
+  // size + extra too big for any growth: the block keeps what it can.
+  void* p = ductile_mallocx(40000, 0);
+  size_t old = ductile_sallocx(p, 0);
+  size_t got = ductile_xallocx(p, 30000, SIZE_MAX - 30000, 0);
+  EXPECT_GE(got, 30000u);
+  EXPECT_EQ(got, ductile_sallocx(p, 0));
+  got = ductile_xallocx(p, old, kMaxSize, MALLOCX_ZERO);
+  EXPECT_GE(got, old);
+  ductile_dallocx(p, 0);
+}
+
+TEST(Xallocx, AnAlignmentTheBlockLacksIsRefused) {
+  void* p = ductile_mallocx(5000, 0);
+  size_t old = ductile_sallocx(p, 0);
+  size_t align = kPage;
+  while (is_aligned(addr(p), align)) align <<= 1;
+  EXPECT_EQ(ductile_xallocx(p, 9000, 0, MALLOCX_ALIGN(align)), old);
+  EXPECT_EQ(ductile_xallocx(p, SIZE_MAX, 0, 0), old);  // past PTRDIFF_MAX
+  ductile_dallocx(p, 0);
+}
+
+TEST(Xallocx, HugeBlocksGrowInPlaceWithZeroedBytes) {
+  // Where ductile differs from jemalloc on purpose: jemalloc answers the old size.
+  // A huge block's span has headroom as large as the block (huge.h,
+  // span_for): doubling always fits; beyond that it takes a free neighbour.
+  void* p = ductile_mallocx(4 * kMiB, 0);
+  ASSERT_NE(p, nullptr);
+  fill(p, 4 * kMiB, 2);
+  uint64_t headroom = core::rt().huge.stats().growth[static_cast<size_t>(huge::GrowthPath::kHeadroom)];
+  size_t got = ductile_xallocx(p, 8 * kMiB, 0, MALLOCX_ZERO);
+  EXPECT_EQ(got, 8 * kMiB);
+  EXPECT_EQ(ductile_sallocx(p, 0), got);
+  EXPECT_EQ(core::rt().huge.stats().growth[static_cast<size_t>(huge::GrowthPath::kHeadroom)], headroom + 1);
+  EXPECT_TRUE(check(p, 4 * kMiB, 2));
+  EXPECT_TRUE(all_zero(p, 4 * kMiB, 8 * kMiB));
+  // Size + extra: the extra as far as the block can go, never less than size.
+  got = ductile_xallocx(p, 9 * kMiB, 1000 * kMiB, MALLOCX_ZERO);
+  EXPECT_GE(got, 8 * kMiB);
+  EXPECT_EQ(ductile_sallocx(p, 0), got);
+  EXPECT_TRUE(got == 8 * kMiB || all_zero(p, 8 * kMiB, got));
+  // And shrink back, in place.
+  got = ductile_xallocx(p, 5 * kMiB, 0, 0);
+  EXPECT_EQ(got, 5 * kMiB);
+  EXPECT_TRUE(check(p, 4 * kMiB, 2));
+  ductile_dallocx(p, 0);
+}
+
+// ---- dallocx / sdallocx ------------------------------------------------
+
+TEST(Sdallocx, EverySizeBetweenTheRequestAndTheUsableSize) {
+  for (size_t size : edge_sizes()) {
+    size_t usable = ductile_nallocx(size, 0);
+    ASSERT_GE(usable, size);
+    // Every size for small gaps; for big ones, both ends and a stride between.
+    size_t step = usable - size <= 4096 ? 1 : (usable - size) / 64 + 1;
+    for (size_t s = size;; s += step) {
+      if (s > usable) s = usable;
+      void* p = ductile_mallocx(size, 0);
+      ASSERT_NE(p, nullptr);
+      static_cast<volatile char*>(p)[size - 1] = 1;
+      ductile_sdallocx(p, s, 0);
+      if (s == usable) break;
+    }
+  }
+  // The blocks went back where they belong: what is handed out next is whole.
+  std::vector<void*> v;
+  for (size_t size : edge_sizes()) {
+    void* p = ductile_mallocx(size, 0);
+    fill(p, size < 4096 ? size : 4096, 1);
+    v.push_back(p);
+  }
+  for (size_t i = 0; i < v.size(); i++) {
+    size_t size = edge_sizes()[i];
+    EXPECT_TRUE(check(v[i], size < 4096 ? size : 4096, 1)) << size;
+    ductile_sdallocx(v[i], size, 0);
+  }
+}
+
+TEST(Sdallocx, AlignedBlocksWithTheirFlags) {
+  for (size_t align : {32ul, 4096ul, kMiB, 4 * kMiB}) {
+    for (size_t size : {1ul, 700ul, 70000ul}) {
+      int flags = MALLOCX_ALIGN(align);
+      void* p = ductile_mallocx(size, flags);
+      ASSERT_NE(p, nullptr);
+      ductile_sdallocx(p, size, flags);
+    }
+  }
+}
+
+TEST(Sdallocx, AWrongSizeDoesNotCorrupt) {
+  // Lie about the size in every direction; then churn and check that no block
+  // was handed out twice.
+  for (size_t size : {16ul, 100ul, 5000ul, 200000ul, 3 * kMiB}) {
+    for (size_t lie : {size_t{0}, size_t{1}, size / 2, size * 2, size * 1000, SIZE_MAX}) {
+      void* p = ductile_mallocx(size, 0);
+      ductile_sdallocx(p, lie, 0);
+    }
+  }
+  std::vector<void*> live;
+  for (int i = 0; i < 2000; i++) {
+    size_t size = 16 + static_cast<size_t>(i) * 97 % 100000;
+    void* p = ductile_mallocx(size, 0);
+    ASSERT_NE(p, nullptr);
+    fill(p, 16, static_cast<unsigned>(i));
+    live.push_back(p);
+  }
+  for (size_t i = 0; i < live.size(); i++) {
+    EXPECT_TRUE(check(live[i], 16, static_cast<unsigned>(i))) << i;
+    ductile_sdallocx(live[i], 16 + i * 97 % 100000, 0);
+  }
+}
+
+// ---- the malloc family's edge cases the issue names --------------------
+
+TEST(MallocFamily, FreeNullAndDallocxOfForeignPointers) {
+  ductile_free(nullptr);
+  free(nullptr);
+  int on_stack = 3;
+  ductile_dallocx(&on_stack, 0);
+  ductile_sdallocx(&on_stack, sizeof on_stack, 0);
+  EXPECT_EQ(on_stack, 3);
+  EXPECT_EQ(ductile_xallocx(&on_stack, 100, 0, 0), 0u);
+}
+
+TEST(MallocFamily, ReallocToZeroMatchesGlibc) {
+  // glibc: realloc(p, 0) frees p and returns NULL without touching errno;
+  // realloc(NULL, 0) is malloc(0): a unique, freeable pointer.
+  void* g = __libc_malloc(10);
+  errno = 1234;
+  void* gr = __libc_realloc(g, 0);
+  int g_errno = errno;
+  void* gn = __libc_realloc(nullptr, 0);
+  EXPECT_NE(gn, nullptr);
+  __libc_free(gn);
+
+  void* p = malloc(10);
+  errno = 1234;
+  void* pr = realloc(p, 0);
+  EXPECT_EQ(pr == nullptr, gr == nullptr);
+  EXPECT_EQ(errno, g_errno);
+  void* pn = realloc(nullptr, 0);
+  EXPECT_NE(pn, nullptr);
+  EXPECT_GT(ductile_malloc_usable_size(pn), 0u);
+  free(pn);
+  if (pr) free(pr);
+}
+
+TEST(MallocFamily, OverflowingAndMisalignedRequests) {
+  errno = 0;
+  EXPECT_EQ(calloc(opaque(SIZE_MAX / 2), 3), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  errno = 0;
+  EXPECT_EQ(malloc(opaque(SIZE_MAX)), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  void* q = nullptr;
+  EXPECT_EQ(posix_memalign(&q, 24, 64), EINVAL);
+  EXPECT_EQ(posix_memalign(&q, 0, 64), EINVAL);
+  errno = 0;
+  EXPECT_EQ(aligned_alloc(3, 64), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  // An alignment larger than the size.
+  void* a = aligned_alloc(kMiB, 1);
+  ASSERT_NE(a, nullptr);
+  EXPECT_TRUE(is_aligned(addr(a), kMiB));
+  free(a);
+}
+
+// ---- mallctl -----------------------------------------------------------
+
+template <typename T>
+T read_ctl(const char* name) {
+  T v{};
+  size_t len = sizeof v;
+  EXPECT_EQ(ductile_mallctl(name, &v, &len, nullptr, 0), 0) << name;
+  EXPECT_EQ(len, sizeof v) << name;
+  return v;
+}
+
+TEST(Mallctl, VersionAndEpoch) {
+  EXPECT_STREQ(read_ctl<const char*>("version"), ductile_version());
+  uint64_t e0 = read_ctl<uint64_t>("epoch");
+  uint64_t e1 = 0;
+  size_t len = sizeof e1;
+  ASSERT_EQ(ductile_mallctl("epoch", &e1, &len, &e0, sizeof e0), 0);
+  EXPECT_EQ(e1, e0 + 1);
+  EXPECT_EQ(ductile_mallctl("epoch", nullptr, nullptr, &e0, 4), EINVAL);
+}
+
+TEST(Mallctl, StatsAreOrderedAndFollowAllocations) {
+  size_t allocated = read_ctl<size_t>("stats.allocated");
+  size_t active = read_ctl<size_t>("stats.active");
+  EXPECT_LE(allocated, active);
+  EXPECT_LE(active, read_ctl<size_t>("stats.resident"));
+  EXPECT_LE(active, read_ctl<size_t>("stats.mapped"));
+  EXPECT_GT(read_ctl<size_t>("stats.metadata"), 0u);
+  (void)read_ctl<size_t>("stats.retained");
+
+  void* p = ductile_malloc(32 * kMiB);
+  size_t grown = read_ctl<size_t>("stats.allocated");
+  EXPECT_GE(grown, allocated + 32 * kMiB);
+  EXPECT_GE(read_ctl<size_t>("ductile.huge.allocated"), 32 * kMiB);
+  ductile_free(p);
+  EXPECT_LE(read_ctl<size_t>("stats.allocated"), grown - 32 * kMiB);
+}
+
+TEST(Mallctl, StatsMatchTheSnapshot) {
+  core::StatsSnapshot s;
+  core::take_snapshot(s);
+  EXPECT_EQ(read_ctl<size_t>("ductile.chunk.reserved"), s.chunk.reserved);
+  EXPECT_EQ(read_ctl<uint64_t>("ductile.os.mmap"), core::rt().os.counters().get(os::Call::kMmap));
+  EXPECT_EQ(s.allocated, s.small.allocated + s.medium.allocated + s.huge.allocated);
+  EXPECT_EQ(s.active, s.small.active + s.medium.active + s.huge.active);
+}
+
+TEST(Mallctl, ThreadCounters) {
+  if (!kStats) GTEST_SKIP() << "--disable-stats";
+  for (size_t size : {100ul, 50000ul, 6 * kMiB}) {
+    uint64_t a0 = read_ctl<uint64_t>("thread.allocated");
+    uint64_t d0 = read_ctl<uint64_t>("thread.deallocated");
+    void* p = ductile_malloc(size);
+    uint64_t a1 = read_ctl<uint64_t>("thread.allocated");
+    EXPECT_GE(a1 - a0, size) << size;
+    ductile_free(p);
+    EXPECT_GE(read_ctl<uint64_t>("thread.deallocated") - d0, size) << size;
+  }
+  uint64_t* ap = read_ctl<uint64_t*>("thread.allocatedp");
+  uint64_t* dp = read_ctl<uint64_t*>("thread.deallocatedp");
+  ASSERT_NE(ap, nullptr);
+  ASSERT_NE(dp, nullptr);
+  uint64_t before = *ap;
+  void* p = ductile_malloc(1000);
+  EXPECT_GE(*ap - before, 1000u);
+  EXPECT_EQ(*ap, read_ctl<uint64_t>("thread.allocated"));
+  ductile_free(p);
+  EXPECT_EQ(*dp, read_ctl<uint64_t>("thread.deallocated"));
+}
+
+TEST(Mallctl, ReadRulesFollowJemalloc) {
+  size_t v = 0;
+  // Too short: as much as fits, the length says how much, EINVAL.
+  size_t len = 4;
+  EXPECT_EQ(ductile_mallctl("arenas.page", &v, &len, nullptr, 0), EINVAL);
+  EXPECT_EQ(len, 4u);
+  EXPECT_EQ(v, kPage);  // the low 4 bytes, little-endian
+  len = 16;
+  char big[16] = {};
+  EXPECT_EQ(ductile_mallctl("arenas.page", big, &len, nullptr, 0), EINVAL);
+  EXPECT_EQ(len, sizeof(size_t));
+  // No buffer: nothing read, nothing reported.
+  len = 5;
+  EXPECT_EQ(ductile_mallctl("arenas.page", nullptr, &len, nullptr, 0), 0);
+  EXPECT_EQ(len, 5u);
+  EXPECT_EQ(ductile_mallctl("arenas.page", &v, nullptr, nullptr, 0), 0);
+}
+
+TEST(Mallctl, WriteRulesFollowJemalloc) {
+  size_t v = 1;
+  EXPECT_EQ(ductile_mallctl("stats.allocated", nullptr, nullptr, &v, sizeof v), EPERM);
+  EXPECT_EQ(ductile_mallctl("version", nullptr, nullptr, &v, sizeof v), EPERM);
+  EXPECT_EQ(ductile_mallctl("stats.allocated", nullptr, nullptr, nullptr, 8), EPERM);
+  bool b = false;
+  EXPECT_EQ(ductile_mallctl("opt.tcache", nullptr, nullptr, &b, sizeof b), EPERM);
+  EXPECT_EQ(ductile_mallctl("opt.huge_threshold", nullptr, nullptr, &v, sizeof v), EPERM);
+  // A void value: neither read nor written.
+  size_t len = sizeof v;
+  EXPECT_EQ(ductile_mallctl("arena.0.purge", &v, &len, nullptr, 0), EPERM);
+  EXPECT_EQ(ductile_mallctl("arena.0.purge", nullptr, nullptr, &v, sizeof v), EPERM);
+}
+
+TEST(Mallctl, UnknownNamesAreEnoent) {
+  size_t v;
+  for (const char* name :
+       {"", "nope", "stats", "stats.", ".stats.allocated", "stats.allocated.more", "stats..allocated",
+        "version.x", "arena", "arena.0", "arena.1.purge", "arena.x.purge", "arena.-1.purge",
+        "arena.99999999999999999999999999.purge", "arena.0.nope", "opt.nope", "ductile.os.nope",
+        "ductile.huge.growth.teleport", "a.b.c.d.e.f.g.h.i.j.k"}) {
+    size_t len = sizeof v;
+    EXPECT_EQ(ductile_mallctl(name, &v, &len, nullptr, 0), ENOENT) << '"' << name << '"';
+  }
+  EXPECT_EQ(ductile_mallctl(nullptr, nullptr, nullptr, nullptr, 0), EINVAL);
+}
+
+TEST(Mallctl, PurgeAndDecayGiveBackWhatIsRetained) {
+  std::vector<void*> v;
+  for (int i = 0; i < 64; i++) v.push_back(ductile_malloc(100000 + i * 4096));
+  for (void* p : v) ductile_free(p);
+  void* h = ductile_malloc(20 * kMiB);
+  ductile_free(h);
+  EXPECT_EQ(ductile_mallctl("arena.0.purge", nullptr, nullptr, nullptr, 0), 0);
+  EXPECT_EQ(read_ctl<size_t>("ductile.chunk.dirty"), 0u);
+  EXPECT_EQ(ductile_mallctl("arena.4096.purge", nullptr, nullptr, nullptr, 0), 0);
+  EXPECT_EQ(ductile_mallctl("arena.0.decay", nullptr, nullptr, nullptr, 0), 0);
+  EXPECT_EQ(ductile_mallctl("arena.4096.decay", nullptr, nullptr, nullptr, 0), 0);
+  EXPECT_EQ(ductile_mallctl("thread.tcache.flush", nullptr, nullptr, nullptr, 0), 0);
+  (void)read_ctl<size_t>("ductile.trim");
+}
+
+TEST(Mallctl, ArenasAndConfig) {
+  EXPECT_EQ(read_ctl<unsigned>("arenas.narenas"), 1u);
+  EXPECT_EQ(read_ctl<unsigned>("opt.narenas"), 1u);
+  EXPECT_EQ(read_ctl<size_t>("arenas.page"), kPage);
+  EXPECT_EQ(read_ctl<bool>("config.stats"), kStats);
+  EXPECT_EQ(read_ctl<bool>("config.debug"), kDebug);
+}
+
+TEST(Mallctl, EveryOptionOfTheTableHasAnOptNode) {
+  ASSERT_GT(core::option_count(), 0u);
+  for (size_t i = 0; i < core::option_count(); i++) {
+    std::string name = std::string("opt.") + core::option_name(i);
+    EXPECT_EQ(ductile_mallctl(name.c_str(), nullptr, nullptr, nullptr, 0), 0) << name;
+  }
+  EXPECT_EQ(core::option_name(core::option_count()), nullptr);
+  const core::Options& o = core::rt().opts;
+  EXPECT_EQ(read_ctl<uint64_t>("opt.decay_ms"), o.decay_ms);
+  EXPECT_EQ(read_ctl<size_t>("opt.huge_threshold"), o.huge_threshold);
+  EXPECT_EQ(read_ctl<bool>("opt.tcache"), o.tcache);
+  EXPECT_EQ(read_ctl<bool>("opt.stats_print"), o.stats_print);
+  char text[32];
+  ASSERT_TRUE(core::option_to_string(o, "thp", text, sizeof text));
+  EXPECT_STREQ(read_ctl<const char*>("opt.thp"), text);
+  EXPECT_EQ(read_ctl<ssize_t>("opt.dirty_decay_ms"), static_cast<ssize_t>(o.decay_ms));
+}
+
+TEST(Mallctl, DecayTimeIsWritableThroughTheOptionParser) {
+  uint64_t saved = read_ctl<uint64_t>("opt.decay_ms");
+  uint64_t v = 2500, old = 0;
+  size_t len = sizeof old;
+  ASSERT_EQ(ductile_mallctl("opt.decay_ms", &old, &len, &v, sizeof v), 0);
+  EXPECT_EQ(old, saved);
+  EXPECT_EQ(read_ctl<uint64_t>("opt.decay_ms"), 2500u);
+  EXPECT_EQ(core::rt().chunks.options().decay_ns, 2500u * 1000000u);
+  EXPECT_EQ(read_ctl<ssize_t>("arenas.dirty_decay_ms"), 2500);
+  // Values the option table refuses.
+  v = UINT64_MAX;
+  EXPECT_EQ(ductile_mallctl("opt.decay_ms", nullptr, nullptr, &v, sizeof v), EINVAL);
+  EXPECT_EQ(ductile_mallctl("opt.decay_ms", nullptr, nullptr, &v, 4), EINVAL);
+  EXPECT_EQ(read_ctl<uint64_t>("opt.decay_ms"), 2500u);
+  // jemalloc's name: -1 is "never", below that is EFAULT.
+  ssize_t never = -1, bad = -2, ms = 700;
+  ASSERT_EQ(ductile_mallctl("arenas.dirty_decay_ms", nullptr, nullptr, &never, sizeof never), 0);
+  EXPECT_EQ(read_ctl<ssize_t>("arenas.dirty_decay_ms"), -1);
+  EXPECT_EQ(ductile_mallctl("arenas.dirty_decay_ms", nullptr, nullptr, &bad, sizeof bad), EFAULT);
+  ASSERT_EQ(ductile_mallctl("arenas.dirty_decay_ms", nullptr, nullptr, &ms, sizeof ms), 0);
+  EXPECT_EQ(read_ctl<uint64_t>("opt.decay_ms"), 700u);
+  ASSERT_EQ(ductile_mallctl("opt.decay_ms", nullptr, nullptr, &saved, sizeof saved), 0);
+  EXPECT_EQ(core::rt().chunks.options().decay_ns, saved * 1000000u);
+}
+
+TEST(Mallctl, GrowthAndSyscallCountersHaveTheirNames) {
+  for (size_t i = 0; i < os::kCallKinds; i++) {
+    std::string name = std::string("ductile.os.") + os::call_name(static_cast<os::Call>(i));
+    uint64_t v = read_ctl<uint64_t>(name.c_str());
+    EXPECT_EQ(v, core::rt().os.counters().get(static_cast<os::Call>(i))) << name;
+  }
+  (void)read_ctl<uint64_t>("ductile.os.purged_bytes");
+  (void)read_ctl<uint64_t>("ductile.os.purged_ranges");
+  uint64_t before = 0;
+  for (size_t i = 0; i < huge::kGrowthPaths; i++)
+    before += read_ctl<uint64_t>((std::string("ductile.huge.growth.") + core::growth_name(i)).c_str());
+  // Doubling a huge block takes some growth path every time.
+  void* p = ductile_malloc(4 * kMiB);
+  for (size_t size = 8 * kMiB; size <= 128 * kMiB; size *= 2) {
+    p = ductile_realloc(p, size);
+    ASSERT_NE(p, nullptr);
+  }
+  ductile_free(p);
+  uint64_t after = 0;
+  huge::HugeStats hs = core::rt().huge.stats();
+  for (size_t i = 0; i < huge::kGrowthPaths; i++) {
+    uint64_t v = read_ctl<uint64_t>((std::string("ductile.huge.growth.") + core::growth_name(i)).c_str());
+    EXPECT_EQ(v, hs.growth[i]);
+    after += v;
+  }
+  EXPECT_GE(after - before, 5u);
+  EXPECT_EQ(read_ctl<uint64_t>("ductile.huge.allocs"), hs.allocs);
+}
+
+// ---- MIBs --------------------------------------------------------------
+
+TEST(Mib, AgreesWithNamesForEveryLeaf) {
+  for (const char* name : {"version", "epoch", "stats.allocated", "stats.mapped", "thread.allocated",
+                           "arenas.page", "opt.decay_ms", "ductile.os.mmap", "ductile.huge.growth.copy",
+                           "ductile.chunk.reserved"}) {
+    size_t mib[8];
+    size_t miblen = 8;
+    ASSERT_EQ(ductile_mallctlnametomib(name, mib, &miblen), 0) << name;
+    size_t dots = static_cast<size_t>(std::count(name, name + std::strlen(name), '.'));
+    EXPECT_EQ(miblen, dots + 1) << name;
+    uint64_t by_name = 0, by_mib = 0;
+    size_t l1 = 8, l2 = 8;
+    int r1 = ductile_mallctl(name, &by_name, &l1, nullptr, 0);
+    int r2 = ductile_mallctlbymib(mib, miblen, &by_mib, &l2, nullptr, 0);
+    EXPECT_EQ(r1, r2) << name;
+    EXPECT_EQ(l1, l2) << name;
+    if (std::strcmp(name, "ductile.os.mmap") == 0 || std::strcmp(name, "arenas.page") == 0) {
+      EXPECT_EQ(by_name, by_mib) << name;
+    }
+  }
+}
+
+TEST(Mib, PartialMibsAndArenaIndices) {
+  size_t mib[4];
+  size_t miblen = 1;
+  ASSERT_EQ(ductile_mallctlnametomib("stats.allocated", mib, &miblen), 0);
+  EXPECT_EQ(miblen, 1u);
+  EXPECT_EQ(ductile_mallctlbymib(mib, 1, nullptr, nullptr, nullptr, 0), ENOENT);  // an inner node
+  miblen = 4;
+  ASSERT_EQ(ductile_mallctlnametomib("arena.0.purge", mib, &miblen), 0);
+  ASSERT_EQ(miblen, 3u);
+  EXPECT_EQ(mib[1], 0u);
+  EXPECT_EQ(ductile_mallctlbymib(mib, 3, nullptr, nullptr, nullptr, 0), 0);
+  mib[1] = MALLCTL_ARENAS_ALL;
+  EXPECT_EQ(ductile_mallctlbymib(mib, 3, nullptr, nullptr, nullptr, 0), 0);
+  mib[1] = 7;
+  EXPECT_EQ(ductile_mallctlbymib(mib, 3, nullptr, nullptr, nullptr, 0), ENOENT);
+  mib[1] = 0;
+  mib[2] = 999;
+  EXPECT_EQ(ductile_mallctlbymib(mib, 3, nullptr, nullptr, nullptr, 0), ENOENT);
+  // Past a leaf.
+  size_t vmib[2];
+  miblen = 2;
+  ASSERT_EQ(ductile_mallctlnametomib("version", vmib, &miblen), 0);
+  ASSERT_EQ(miblen, 1u);
+  vmib[1] = 0;
+  EXPECT_EQ(ductile_mallctlbymib(vmib, 2, nullptr, nullptr, nullptr, 0), ENOENT);
+  miblen = 2;
+  EXPECT_EQ(ductile_mallctlnametomib("no.such", vmib, &miblen), ENOENT);
+  EXPECT_EQ(ductile_mallctlnametomib("version.x", vmib, &miblen), ENOENT);
+  EXPECT_EQ(ductile_mallctlnametomib("version", nullptr, &miblen), EINVAL);
+  EXPECT_EQ(ductile_mallctlbymib(nullptr, 1, nullptr, nullptr, nullptr, 0), EINVAL);
+}
+
+// ---- malloc_stats_print ------------------------------------------------
+
+void append(void* out, const char* s) { static_cast<std::string*>(out)->append(s); }
+
+// Collects output without allocating, to show that printing allocates nothing.
+struct FixedBuffer {
+  char text[1 << 16];
+  size_t len = 0;
+  size_t calls = 0;
+};
+void append_fixed(void* out, const char* s) {
+  auto* b = static_cast<FixedBuffer*>(out);
+  b->calls++;
+  size_t n = std::strlen(s);
+  if (b->len + n < sizeof b->text) {
+    std::memcpy(b->text + b->len, s, n);
+    b->len += n;
+    b->text[b->len] = '\0';
+  }
+}
+
+TEST(StatsPrint, ReadableSummaryHasEverySection) {
+  void* p = ductile_malloc(5 * kMiB);
+  p = ductile_realloc(p, 50 * kMiB);
+  std::string out;
+  ductile_malloc_stats_print(append, &out, nullptr);
+  ductile_free(p);
+  for (const char* want : {"___ Begin ductile statistics ___", "Bytes by layer", "small", "medium", "huge",
+                           "total", "Retained:", "Purged:", "System calls: mmap", "Huge growth by path: headroom",
+                           "Small classes:", "___ End ductile statistics ___"})
+    EXPECT_NE(out.find(want), std::string::npos) << want << "\n" << out;
+  std::string brief;
+  ductile_malloc_stats_print(append, &brief, "b");
+  EXPECT_EQ(brief.find("Small classes:"), std::string::npos);
+  EXPECT_NE(brief.find("___ End ductile statistics ___"), std::string::npos);
+}
+
+TEST(StatsPrint, JsonIsValidAndComplete) {
+  std::string out;
+  ductile_malloc_stats_print(append, &out, "J");
+  EXPECT_TRUE(json_check::valid(out)) << out;
+  for (const char* key : {"\"ductile\"", "\"version\"", "\"options\"", "\"decay_ms\"", "\"stats\"",
+                          "\"allocated\"", "\"retained\"", "\"layers\"", "\"syscalls\"", "\"mmap\"", "\"growth\"",
+                          "\"headroom\"", "\"copy\"", "\"bins\"", "\"purged_bytes\""})
+    EXPECT_NE(out.find(key), std::string::npos) << key;
+  std::string brief;
+  ductile_malloc_stats_print(append, &brief, "Jbxyz");  // unknown characters are ignored
+  EXPECT_TRUE(json_check::valid(brief));
+  EXPECT_EQ(brief.find("\"bins\""), std::string::npos);
+}
+
+TEST(StatsPrint, AllocatesNothingItself) {
+  static FixedBuffer text, json;
+  uint64_t before = kStats ? read_ctl<uint64_t>("thread.allocated") : 0;
+  size_t chunk_allocs = core::rt().chunks.stats().allocs;
+  ductile_malloc_stats_print(append_fixed, &text, "");
+  ductile_malloc_stats_print(append_fixed, &json, "J");
+  if (kStats) {
+    EXPECT_EQ(read_ctl<uint64_t>("thread.allocated"), before);
+  }
+  EXPECT_EQ(core::rt().chunks.stats().allocs, chunk_allocs);
+  EXPECT_GT(text.calls, 1u);  // longer than one buffer: handed on in pieces
+  EXPECT_TRUE(json_check::valid(std::string(json.text, json.len)));
+}
+
+TEST(StatsPrint, JsonCheckerRejectsBrokenJson) {
+  EXPECT_TRUE(json_check::valid("{\"a\":[1,2.5e3,true,null,\"x\\n\"]}"));
+  for (const char* bad : {"", "{", "{\"a\":}", "{\"a\":1,}", "[1 2]", "{a:1}", "01", "\"\x01\"", "{} {}"})
+    EXPECT_FALSE(json_check::valid(bad)) << bad;
+}
+
+TEST(StatsPrint, ToStderrWithoutACallback) {
+  testing::internal::CaptureStderr();
+  ductile_malloc_stats_print(nullptr, nullptr, "b");
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("___ End ductile statistics ___"), std::string::npos);
+}
+
+// ---- options -----------------------------------------------------------
+
+TEST(Options, SetOptionUsesTheTableWithoutWarnings) {
+  core::Options o;
+  testing::internal::CaptureStderr();
+  EXPECT_TRUE(core::set_option(o, "stats_print", "1", 1));
+  EXPECT_TRUE(o.stats_print);
+  EXPECT_TRUE(core::set_option(o, "decay_ms", "250", 3));
+  EXPECT_EQ(o.decay_ms, 250u);
+  EXPECT_FALSE(core::set_option(o, "decay_ms", "x", 1));
+  EXPECT_EQ(o.decay_ms, 250u);
+  EXPECT_FALSE(core::set_option(o, "nope", "1", 1));
+  EXPECT_FALSE(core::set_option(o, "stats_print", "yes", 3));
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+}
+
+}  // namespace
+}  // namespace ductile
