@@ -22,6 +22,19 @@ libductile_core_la_SOURCES = \
 	src/chunk/chunk.h \
 	src/chunk/chunk.cc \
 	src/chunk/clock.h \
+	src/huge/huge.h \
+	src/huge/huge.cc \
+	src/huge/advised_set.h \
+	src/huge/advised_set.cc \
+	src/small/size_classes.h \
+	src/small/bin.h \
+	src/small/bin.cc \
+	src/small/thread_cache.h \
+	src/core/options.h \
+	src/core/options.cc \
+	src/core/runtime.h \
+	src/core/runtime.cc \
+	src/api/malloc.cc \
 	src/api/version.cc
 libductile_core_la_CXXFLAGS = $(AM_CXXFLAGS) $(DUCTILE_LIB_CXXFLAGS)
 
@@ -37,3 +50,11 @@ libductile_la_LDFLAGS = \
 	-version-info 0:0:0 \
 	-Wl,--version-script=$(top_srcdir)/src/ductile.map
 EXTRA_libductile_la_DEPENDENCIES = $(top_srcdir)/src/ductile.map
+
+# The API layer's C++ operators, jemalloc's extended API, mallctl and stats.
+libductile_core_la_SOURCES += \
+	src/core/stats.h \
+	src/core/stats.cc \
+	src/api/allocx.cc \
+	src/api/mallctl.cc \
+	src/api/new_delete.cc

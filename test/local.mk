@@ -8,7 +8,10 @@ ductile_test_ldadd = libductile_core.la $(GTEST_LIBS)
 
 ductile_unit_tests = \
 	test/unit/os_test \
-	test/unit/chunk_test
+	test/unit/chunk_test \
+	test/unit/huge_test \
+	test/unit/small_test \
+	test/unit/core_test
 check_PROGRAMS += $(ductile_unit_tests)
 TESTS += $(ductile_unit_tests)
 
@@ -32,3 +35,88 @@ test_unit_chunk_test_CPPFLAGS = $(ductile_test_cppflags)
 test_unit_chunk_test_CXXFLAGS = $(ductile_test_cxxflags)
 test_unit_chunk_test_LDFLAGS = $(ductile_test_ldflags)
 test_unit_chunk_test_LDADD = $(ductile_test_ldadd)
+
+test_unit_huge_test_SOURCES = \
+	test/unit/huge_test.cc \
+	test/support/fake_kernel.h \
+	test/support/fake_kernel.cc \
+	test/support/fake_clock.h
+test_unit_huge_test_CPPFLAGS = $(ductile_test_cppflags)
+test_unit_huge_test_CXXFLAGS = $(ductile_test_cxxflags)
+test_unit_huge_test_LDFLAGS = $(ductile_test_ldflags)
+test_unit_huge_test_LDADD = $(ductile_test_ldadd)
+
+test_unit_small_test_SOURCES = \
+	test/unit/small_test.cc \
+	test/unit/options_test.cc \
+	test/support/fake_kernel.h \
+	test/support/fake_kernel.cc \
+	test/support/fake_clock.h
+test_unit_small_test_CPPFLAGS = $(ductile_test_cppflags)
+test_unit_small_test_CXXFLAGS = $(ductile_test_cxxflags)
+test_unit_small_test_LDFLAGS = $(ductile_test_ldflags)
+test_unit_small_test_LDADD = $(ductile_test_ldadd)
+
+# Links the allocator's objects into the test program: ductile is the
+# allocator of the whole test process.
+test_unit_core_test_SOURCES = test/unit/core_test.cc
+test_unit_core_test_CPPFLAGS = $(ductile_test_cppflags)
+test_unit_core_test_CXXFLAGS = $(ductile_test_cxxflags)
+test_unit_core_test_LDFLAGS = $(ductile_test_ldflags)
+test_unit_core_test_LDADD = $(ductile_test_ldadd)
+
+# Real programs under LD_PRELOAD of the built library.
+TESTS += test/integration/preload_test.sh
+EXTRA_DIST += test/integration/preload_test.sh
+AM_TESTS_ENVIRONMENT = builddir='$(abs_top_builddir)'; export builddir;
+
+# The API layer: jemalloc's extended API, mallctl, stats and the C++
+# operators, with the allocator's objects linked into the test program.
+ductile_api_tests = \
+	test/unit/api_test \
+	test/unit/cxx_new_test
+check_PROGRAMS += $(ductile_api_tests)
+TESTS += $(ductile_api_tests)
+
+test_unit_api_test_SOURCES = \
+	test/unit/api_test.cc \
+	test/integration/json_check.h
+test_unit_api_test_CPPFLAGS = $(ductile_test_cppflags)
+test_unit_api_test_CXXFLAGS = $(ductile_test_cxxflags)
+test_unit_api_test_LDFLAGS = $(ductile_test_ldflags)
+test_unit_api_test_LDADD = $(ductile_test_ldadd)
+
+test_unit_cxx_new_test_SOURCES = test/unit/cxx_new_test.cc
+test_unit_cxx_new_test_CPPFLAGS = $(ductile_test_cppflags)
+test_unit_cxx_new_test_CXXFLAGS = $(ductile_test_cxxflags)
+test_unit_cxx_new_test_LDFLAGS = $(ductile_test_ldflags)
+test_unit_cxx_new_test_LDADD = $(ductile_test_ldadd)
+
+# Differential tests: one source, built against the shipped libductile.so
+# and against Debian's libjemalloc; see the top of differential_test.cc.
+ductile_differential_tests = \
+	test/integration/differential_ductile \
+	test/integration/differential_jemalloc
+check_PROGRAMS += $(ductile_differential_tests)
+TESTS += $(ductile_differential_tests)
+
+ductile_differential_sources = \
+	test/integration/differential_test.cc \
+	test/integration/json_check.h
+# The ductile build also checks that <ductile/ductile.h> and
+# <jemalloc/jemalloc.h> can be included together, in either order.
+test_integration_differential_ductile_SOURCES = $(ductile_differential_sources) \
+	test/integration/header_order_a.cc \
+	test/integration/header_order_b.cc
+test_integration_differential_ductile_CPPFLAGS = \
+	-I$(top_srcdir)/include -I$(top_srcdir)/test $(JEMALLOC_CFLAGS) $(GTEST_CFLAGS)
+test_integration_differential_ductile_CXXFLAGS = $(ductile_test_cxxflags)
+test_integration_differential_ductile_LDFLAGS = $(ductile_test_ldflags)
+test_integration_differential_ductile_LDADD = libductile.la $(GTEST_LIBS)
+
+test_integration_differential_jemalloc_SOURCES = $(ductile_differential_sources)
+test_integration_differential_jemalloc_CPPFLAGS = \
+	-DDUCTILE_DIFF_JEMALLOC -I$(top_srcdir)/test $(JEMALLOC_CFLAGS) $(GTEST_CFLAGS)
+test_integration_differential_jemalloc_CXXFLAGS = $(ductile_test_cxxflags)
+test_integration_differential_jemalloc_LDFLAGS = $(ductile_test_ldflags)
+test_integration_differential_jemalloc_LDADD = $(JEMALLOC_LIBS) $(GTEST_LIBS)
