@@ -59,7 +59,7 @@ test_unit_small_test_LDADD = $(ductile_test_ldadd)
 
 # Links the allocator's objects into the test program: ductile is the
 # allocator of the whole test process.
-test_unit_core_test_SOURCES = test/unit/core_test.cc
+test_unit_core_test_SOURCES = test/unit/core_test.cc test/support/patterns.h
 test_unit_core_test_CPPFLAGS = $(ductile_test_cppflags)
 test_unit_core_test_CXXFLAGS = $(ductile_test_cxxflags)
 test_unit_core_test_LDFLAGS = $(ductile_test_ldflags)
@@ -80,6 +80,7 @@ TESTS += $(ductile_api_tests)
 
 test_unit_api_test_SOURCES = \
 	test/unit/api_test.cc \
+	test/support/patterns.h \
 	test/integration/json_check.h
 test_unit_api_test_CPPFLAGS = $(ductile_test_cppflags)
 test_unit_api_test_CXXFLAGS = $(ductile_test_cxxflags)
@@ -102,6 +103,7 @@ TESTS += $(ductile_differential_tests)
 
 ductile_differential_sources = \
 	test/integration/differential_test.cc \
+	test/support/patterns.h \
 	test/integration/json_check.h
 # The ductile build also checks that <ductile/ductile.h> and
 # <jemalloc/jemalloc.h> can be included together, in either order.

@@ -257,35 +257,31 @@ void* alloc_impl(size_t size, size_t align, bool zero) {
   return p;
 }
 
+// A freed small or medium block goes into the calling thread's cache (a full
+// cache bin first gives back its older half); without a cache, straight back.
+void cache_push(void* p, Extent* e) {
+  size_t cls = e->size_class;
+  ThreadCache* tc = cache();
+  if (tc == nullptr) {
+    if (small::is_small_class(cls)) rt().bins[cls].flush(&p, 1);
+    else rt().chunks.free(e);
+    return;
+  }
+  small::CacheBin& b = tc->bins[cls];
+  if (b.count == b.cap) flush_half(tc, cls);
+  if (kStats) tc->deallocated += small::class_size(cls);
+  b.items[b.count++] = p;
+}
+
 void dealloc_extent(void* p, Extent* e) {
   switch (e->kind) {
-    case ExtentKind::kSlab: {
-      size_t cls = e->size_class;
-      ThreadCache* tc = cache();
-      if (tc == nullptr) {
-        rt().bins[cls].flush(&p, 1);
-        return;
-      }
-      small::CacheBin& b = tc->bins[cls];
-      if (b.count == b.cap) flush_half(tc, cls);
-      if (kStats) tc->deallocated += small::class_size(cls);
-      b.items[b.count++] = p;
+    case ExtentKind::kSlab:
+      cache_push(p, e);
       return;
-    }
-    case ExtentKind::kMedium: {
+    case ExtentKind::kMedium:
       if (DUCTILE_UNLIKELY(addr(p) != e->base)) return;  // not a block start: not ours to free
-      size_t cls = e->size_class;
-      ThreadCache* tc = cache();
-      if (tc == nullptr) {
-        rt().chunks.free(e);
-        return;
-      }
-      small::CacheBin& b = tc->bins[cls];
-      if (b.count == b.cap) flush_half(tc, cls);
-      if (kStats) tc->deallocated += small::class_size(cls);
-      b.items[b.count++] = p;
+      cache_push(p, e);
       return;
-    }
     case ExtentKind::kHuge:
       if (DUCTILE_UNLIKELY(addr(p) != e->base)) return;
       if (kStats)

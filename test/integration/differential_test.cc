@@ -26,8 +26,13 @@ constexpr bool kDuctile = true;
 #include <gtest/gtest.h>
 
 #include "integration/json_check.h"
+#include "support/patterns.h"
 
 namespace {
+
+using ductile::test::all_zero;
+using ductile::test::check;
+using ductile::test::fill;
 
 constexpr size_t kMiB = size_t{1} << 20;
 constexpr size_t kMaxSize = static_cast<size_t>(PTRDIFF_MAX);
@@ -38,22 +43,6 @@ size_t opaque(size_t v) {
   return x;
 }
 bool aligned(const void* p, size_t a) { return (reinterpret_cast<uintptr_t>(p) & (a - 1)) == 0; }
-void fill(void* p, size_t n, unsigned seed) {
-  auto* b = static_cast<unsigned char*>(p);
-  for (size_t i = 0; i < n; i++) b[i] = static_cast<unsigned char>(seed + i * 31);
-}
-bool check(const void* p, size_t n, unsigned seed) {
-  auto* b = static_cast<const unsigned char*>(p);
-  for (size_t i = 0; i < n; i++)
-    if (b[i] != static_cast<unsigned char>(seed + i * 31)) return false;
-  return true;
-}
-bool all_zero(const void* p, size_t from, size_t to) {
-  auto* b = static_cast<const unsigned char*>(p);
-  for (size_t i = from; i < to; i++)
-    if (b[i] != 0) return false;
-  return true;
-}
 
 const std::vector<size_t>& sizes() {
   static const std::vector<size_t> v = {1,     8,     9,      16,      17,      100,     1000,

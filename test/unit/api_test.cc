@@ -20,6 +20,7 @@
 #include "ductile/ductile.h"
 #include "integration/json_check.h"
 #include "small/size_classes.h"
+#include "support/patterns.h"
 
 // glibc's own allocator, which stays reachable under these names: the
 // reference for "matches glibc".
@@ -29,6 +30,10 @@ extern "C" void __libc_free(void*);
 
 namespace ductile {
 namespace {
+
+using test::all_zero;
+using test::check;
+using test::fill;
 
 constexpr size_t kMaxSize = static_cast<size_t>(PTRDIFF_MAX);
 constexpr size_t kMiB = size_t{1} << 20;
@@ -41,22 +46,6 @@ size_t opaque(size_t v) {
   return x;
 }
 
-void fill(void* p, size_t n, unsigned seed) {
-  auto* b = static_cast<unsigned char*>(p);
-  for (size_t i = 0; i < n; i++) b[i] = static_cast<unsigned char>(seed + i * 13);
-}
-bool check(const void* p, size_t n, unsigned seed) {
-  auto* b = static_cast<const unsigned char*>(p);
-  for (size_t i = 0; i < n; i++)
-    if (b[i] != static_cast<unsigned char>(seed + i * 13)) return false;
-  return true;
-}
-bool all_zero(const void* p, size_t from, size_t to) {
-  auto* b = static_cast<const unsigned char*>(p);
-  for (size_t i = from; i < to; i++)
-    if (b[i] != 0) return false;
-  return true;
-}
 
 // Sizes around every range's edges: small, medium, huge.
 std::vector<size_t> edge_sizes() {

@@ -17,11 +17,14 @@
 #include "core/runtime.h"
 #include "ductile/ductile.h"
 #include "small/size_classes.h"
+#include "support/patterns.h"
 
 namespace ductile {
 namespace {
 
 using small::class_of;
+using test::check;
+using test::fill;
 using small::class_size;
 
 size_t natural_alignment(size_t size) {
@@ -29,16 +32,6 @@ size_t natural_alignment(size_t size) {
   return low < alignof(max_align_t) ? low : alignof(max_align_t);
 }
 
-void fill(void* p, size_t n, unsigned seed) {
-  auto* b = static_cast<unsigned char*>(p);
-  for (size_t i = 0; i < n; i++) b[i] = static_cast<unsigned char>(seed + i * 7);
-}
-bool check(const void* p, size_t n, unsigned seed) {
-  auto* b = static_cast<const unsigned char*>(p);
-  for (size_t i = 0; i < n; i++)
-    if (b[i] != static_cast<unsigned char>(seed + i * 7)) return false;
-  return true;
-}
 
 TEST(Malloc, EverySizeClassRoundTrips) {
   std::vector<std::pair<void*, size_t>> live;
