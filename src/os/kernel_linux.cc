@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <new>
 
+#include "base/common.h"  // config.h: which system calls the headers name
 #include "os/kernel.h"
 
 namespace ductile::os {

@@ -1,6 +1,8 @@
 // The OS layer against a fake kernel: feature probes, fallbacks that stick,
 // batched purges, map-at-address without clobbering, and the counters.
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -53,6 +55,23 @@ TEST(OsProbe, ThisKernelAnswers) {
   EXPECT_TRUE(os.features().populate_write);
   EXPECT_EQ(os.features().thp, os::ThpMode::kMadvise);
   EXPECT_FALSE(os.features().strict_overcommit);
+}
+
+// The real kernel layer must find what a direct system call finds: batched
+// purges on our own process (PIDFD_SELF, or a pidfd of our own), and pidfd_open.
+TEST(OsProbe, RealKernelFindsWhatADirectCallFinds) {
+  char* p = scratch(2);
+  struct iovec iov[2] = {{p, kPage}, {p + kPage, kPage}};
+  bool self_works = ::syscall(SYS_process_madvise, -10000, iov, 2, MADV_DONTNEED, 0u) == 2 * kPage;
+  int fd = static_cast<int>(::syscall(SYS_pidfd_open, getpid(), 0u));
+  bool fd_works = fd >= 0 && ::syscall(SYS_process_madvise, fd, iov, 2, MADV_DONTNEED, 0u) == 2 * kPage;
+  if (fd >= 0) ::close(fd);
+  ::munmap(p, 2 * kPage);
+  Os os(os::linux_kernel());
+  EXPECT_EQ(os.features().batch_purge, self_works || fd_works);
+  EXPECT_TRUE(os.features().map_fixed_noreplace);
+  // On the machines this project targets (Linux 6.13 or later) it must work.
+  EXPECT_TRUE(self_works || fd_works) << "process_madvise on our own process is refused by this kernel";
 }
 
 TEST(OsProbe, ThpModeAndOvercommitFromSys) {
