@@ -29,3 +29,105 @@ bench: $(ductile_benches)
 	  echo "== $$b"; \
 	  ./$$b --benchmark_min_time=$(BENCH_MIN_TIME) $(BENCH_FLAGS); \
 	done
+
+## Allocator-agnostic programs for bench/compare-small.sh: they call only the
+## C library's malloc/free and do NOT link libductile, so LD_PRELOAD picks the
+## allocator measured. malloc_bench also runs under `make bench` (glibc).
+ductile_benches += bench/malloc_bench
+EXTRA_PROGRAMS += bench/rss_per_block
+CLEANFILES += bench/rss_per_block
+
+bench_malloc_bench_SOURCES = bench/malloc_bench.cc
+bench_malloc_bench_CPPFLAGS = $(BENCHMARK_CFLAGS)
+bench_malloc_bench_CXXFLAGS = $(AM_CXXFLAGS) -pthread
+bench_malloc_bench_LDFLAGS = -pthread
+bench_malloc_bench_LDADD = $(BENCHMARK_LIBS)
+
+bench_rss_per_block_SOURCES = bench/rss_per_block.c
+bench_rss_per_block_CPPFLAGS =
+bench_rss_per_block_CFLAGS = -Wall -Wextra
+bench_rss_per_block_LDADD =
+
+# `make compare-small` runs glibc, jemalloc, mimalloc, tcmalloc and ductile
+# side by side (about 5 minutes); COMPARE_SMALL_FLAGS=--quick for a short run.
+COMPARE_SMALL_FLAGS =
+.PHONY: compare-small
+compare-small: bench/malloc_bench bench/rss_per_block $(lib_LTLIBRARIES)
+	BUILD_DIR=$(abs_top_builddir) bash $(srcdir)/bench/compare-small.sh $(COMPARE_SMALL_FLAGS)
+
+## The vector-doubling benchmark (issue 4): plain C, only realloc/free/memset,
+## so LD_PRELOAD picks the allocator; --bare-thp and --bare-faulted are the
+## two bare-memory limits. `make bench` builds it; `make compare-vector` runs
+## it under glibc, jemalloc, mimalloc, tcmalloc and ductile (under a minute
+## on 2 cores) and draws docs/vector-doubling.png.
+EXTRA_PROGRAMS += bench/vector_doubling
+CLEANFILES += bench/vector_doubling
+
+# The huge layer itself (Google Benchmark): the headroom policy's trade-off.
+ductile_benches += bench/huge_bench
+bench_huge_bench_SOURCES = bench/huge_bench.cc
+bench_huge_bench_CPPFLAGS = $(ductile_bench_cppflags)
+bench_huge_bench_CXXFLAGS = $(ductile_bench_cxxflags)
+bench_huge_bench_LDFLAGS = $(ductile_bench_ldflags)
+bench_huge_bench_LDADD = $(ductile_bench_ldadd)
+
+bench_vector_doubling_SOURCES = bench/vector_doubling.c
+bench_vector_doubling_CPPFLAGS =
+bench_vector_doubling_CFLAGS = -Wall -Wextra
+bench_vector_doubling_LDADD =
+
+bench: bench/vector_doubling
+
+# e.g. make compare-vector VECTOR_FLAGS="--rounds 3 --no-png"
+VECTOR_FLAGS =
+.PHONY: compare-vector
+compare-vector: bench/vector_doubling $(lib_LTLIBRARIES)
+	BUILD_DIR=$(abs_top_builddir) bash $(srcdir)/bench/compare-vector.sh $(VECTOR_FLAGS)
+
+## The workload suite (issue 6): programs that look like real ones, written
+## for ductile in plain C/C++ with only malloc/free/realloc/new/delete, so
+## LD_PRELOAD picks the allocator measured (they do NOT link libductile).
+## `make compare-workloads` runs them under glibc, jemalloc, mimalloc,
+## tcmalloc and ductile (about 8 minutes; COMPARE_WORKLOADS_FLAGS=--quick
+## for a few minutes) and draws docs/workloads.png. See docs/workloads.md.
+ductile_workloads = \
+	bench/workloads/larson \
+	bench/workloads/xmalloc \
+	bench/workloads/cache_scratch \
+	bench/workloads/medium_cycle \
+	bench/workloads/churn \
+	bench/workloads/thread_churn \
+	bench/workloads/vecstr \
+	bench/workloads/tree
+EXTRA_PROGRAMS += $(ductile_workloads)
+CLEANFILES += $(ductile_workloads)
+
+wl_cflags = -Wall -Wextra -pthread
+wl_ldflags = -pthread
+bench_workloads_larson_SOURCES = bench/workloads/larson.c bench/workloads/wl.h
+bench_workloads_larson_CFLAGS = $(wl_cflags)
+bench_workloads_larson_LDFLAGS = $(wl_ldflags)
+bench_workloads_xmalloc_SOURCES = bench/workloads/xmalloc.c bench/workloads/wl.h
+bench_workloads_xmalloc_CFLAGS = $(wl_cflags)
+bench_workloads_xmalloc_LDFLAGS = $(wl_ldflags)
+bench_workloads_cache_scratch_SOURCES = bench/workloads/cache_scratch.c bench/workloads/wl.h
+bench_workloads_cache_scratch_CFLAGS = $(wl_cflags)
+bench_workloads_cache_scratch_LDFLAGS = $(wl_ldflags)
+bench_workloads_medium_cycle_SOURCES = bench/workloads/medium_cycle.c bench/workloads/wl.h
+bench_workloads_medium_cycle_CFLAGS = $(wl_cflags)
+bench_workloads_medium_cycle_LDADD = -lm
+bench_workloads_churn_SOURCES = bench/workloads/churn.c bench/workloads/wl.h
+bench_workloads_churn_CFLAGS = $(wl_cflags)
+bench_workloads_thread_churn_SOURCES = bench/workloads/thread_churn.c bench/workloads/wl.h
+bench_workloads_thread_churn_CFLAGS = $(wl_cflags)
+bench_workloads_thread_churn_LDFLAGS = $(wl_ldflags)
+bench_workloads_vecstr_SOURCES = bench/workloads/vecstr.cc bench/workloads/wl.h
+bench_workloads_vecstr_CXXFLAGS = -Wall -Wextra
+bench_workloads_tree_SOURCES = bench/workloads/tree.cc bench/workloads/wl.h
+bench_workloads_tree_CXXFLAGS = -Wall -Wextra
+
+COMPARE_WORKLOADS_FLAGS =
+.PHONY: compare-workloads workloads
+workloads: $(ductile_workloads) bench/vector_doubling
+compare-workloads: workloads $(lib_LTLIBRARIES)
+	BUILD_DIR=$(abs_top_builddir) bash $(srcdir)/bench/compare-workloads.sh $(COMPARE_WORKLOADS_FLAGS)

@@ -1,0 +1,347 @@
+#!/usr/bin/env python3
+"""Tables for bench/compare-small.sh.
+
+Reads the raw results that compare-small.sh leaves in its output directory
+and prints one Markdown table per metric: the median over repetitions for
+each allocator, each peer's value as a ratio to ductile's, the best peer and
+ductile against it.
+
+  ratios.py DIR
+
+DIR layout (written by compare-small.sh):
+  allocs.tsv                  name <TAB> status <TAB> path-or-reason
+  meta.tsv                    key <TAB> value
+  mb/NAME.REP.json            malloc_bench --benchmark_out (JSON)
+  rss/NAME.SIZE.REP.txt       rss_per_block output (key=value)
+  sys/NAME.SIZE.ITERS.txt     syscall counts of BM_Pair/SIZE run for ITERS
+                              iterations (perf stat -x, or strace -c output)
+  sys/NAME.SIZE.ITERS.json    the benchmark's JSON for that run
+"""
+import glob
+import json
+import os
+import re
+import statistics
+import sys
+
+MEMORY_SYSCALLS = ("mmap", "munmap", "mremap", "mprotect", "madvise",
+                   "process_madvise", "brk")
+PAIR_SIZES = (16, 64, 4096, 65536, 1048576)
+RSS_SIZES = (8, 24, 72, 200)
+
+
+def fmt_size(n):
+    if n >= 1 << 20 and n % (1 << 20) == 0:
+        return "%d MiB" % (n >> 20)
+    if n >= 1 << 10 and n % (1 << 10) == 0:
+        return "%d KiB" % (n >> 10)
+    return "%d B" % n
+
+
+def fmt_num(v):
+    if v is None:
+        return "n/a"
+    if v == 0:
+        return "0"
+    a = abs(v)
+    if a >= 100:
+        return "%.0f" % v
+    if a >= 10:
+        return "%.1f" % v
+    if a >= 0.1:
+        return "%.2f" % v
+    return "%.2g" % v
+
+
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def read_tsv(path):
+    rows = []
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                line = line.rstrip("\n")
+                if line:
+                    rows.append(line.split("\t"))
+    return rows
+
+
+class Results:
+    def __init__(self, d):
+        self.dir = d
+        self.allocs = []       # names in column order
+        self.status = {}       # name -> (status, detail)
+        for row in read_tsv(os.path.join(d, "allocs.tsv")):
+            name, status = row[0], row[1]
+            detail = row[2] if len(row) > 2 else ""
+            self.allocs.append(name)
+            self.status[name] = (status, detail)
+        self.meta = dict((r[0], r[1] if len(r) > 1 else "")
+                         for r in read_tsv(os.path.join(d, "meta.tsv")))
+
+    # -- malloc_bench --------------------------------------------------------
+    def bench_runs(self, name):
+        runs = []
+        for path in sorted(glob.glob(os.path.join(self.dir, "mb",
+                                                  name + ".*.json"))):
+            try:
+                with open(path) as f:
+                    runs.append(json.load(f))
+            except (OSError, ValueError):
+                pass  # a crashed run leaves no or partial JSON
+        return runs
+
+    @staticmethod
+    def find(run, prefix):
+        for b in run.get("benchmarks", []):
+            if b.get("run_type", "iteration") != "iteration":
+                continue
+            if b["name"] == prefix or b["name"].startswith(prefix + "/"):
+                if b.get("error_occurred"):
+                    return None
+                return b
+        return None
+
+    @staticmethod
+    def ns_per_iter(b):
+        scale = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}[b.get("time_unit",
+                                                                  "ns")]
+        return b["real_time"] * scale
+
+    def pair_ns(self, name, size):
+        vals = []
+        for run in self.bench_runs(name):
+            b = self.find(run, "BM_Pair/%d" % size)
+            if b is not None:
+                vals.append(self.ns_per_iter(b))
+        return median(vals)
+
+    def batch_ns(self, name):
+        vals = []
+        for run in self.bench_runs(name):
+            b = self.find(run, "BM_Batch64")
+            if b is not None and b.get("items_per_second"):
+                vals.append(1e9 / b["items_per_second"])
+        return median(vals)
+
+    def pc_all(self, name):
+        vals = []
+        for run in self.bench_runs(name):
+            b = self.find(run, "BM_ProducerConsumer")
+            if b is not None and b.get("items_per_second"):
+                vals.append(b["items_per_second"] / 1e6)
+        return vals
+
+    def pc_mops(self, name):
+        return median(self.pc_all(name))
+
+    # -- rss_per_block -------------------------------------------------------
+    def rss(self, name, size):
+        vals, usable = [], None
+        for path in glob.glob(os.path.join(self.dir, "rss",
+                                           "%s.%d.*.txt" % (name, size))):
+            with open(path) as f:
+                kv = dict(re.findall(r"(\w+)=([-\d.]+)", f.read()))
+            if "bytes_per_block" in kv:
+                vals.append(float(kv["bytes_per_block"]))
+                usable = int(kv["usable"])
+        return median(vals), usable
+
+    # -- syscalls ------------------------------------------------------------
+    def syscall_counts(self, path):
+        """(memory syscalls, all syscalls) from a perf or strace file."""
+        mem, total = 0, None
+        with open(path) as f:
+            text = f.read()
+        if self.meta.get("syscall_method") == "perf":
+            for line in text.splitlines():
+                parts = line.split(",")
+                if len(parts) < 3 or line.startswith("#"):
+                    continue
+                try:
+                    value = int(parts[0])
+                except ValueError:
+                    return None
+                event = parts[2]
+                if event == "raw_syscalls:sys_enter":
+                    total = value
+                elif event.startswith("syscalls:sys_enter_"):
+                    mem += value
+            return mem, total
+        # strace -c table: "% time seconds usecs/call calls [errors] syscall"
+        for line in text.splitlines():
+            parts = line.split()
+            if len(parts) < 5 or not parts[3].isdigit():
+                continue
+            if parts[-1] == "total":
+                total = int(parts[3])
+            elif parts[-1] in MEMORY_SYSCALLS:
+                mem += int(parts[3])
+        return mem, total
+
+    def syscalls_per_pair(self, name, size):
+        pts = []
+        for path in glob.glob(os.path.join(self.dir, "sys",
+                                           "%s.%d.*.txt" % (name, size))):
+            jpath = path[:-4] + ".json"
+            try:
+                with open(jpath) as f:
+                    b = self.find(json.load(f), "BM_Pair/%d" % size)
+                counts = self.syscall_counts(path)
+            except (OSError, ValueError):
+                continue
+            if b is None or counts is None:
+                continue
+            pts.append((b["iterations"], counts))
+        if len(pts) < 2:
+            return None, None
+        pts.sort()
+        (i1, (m1, t1)), (i2, (m2, t2)) = pts[0], pts[-1]
+        if i2 == i1:
+            return None, None
+        mem = (m2 - m1) / (i2 - i1)
+        tot = max((t2 - t1) / (i2 - i1), 0.0) \
+            if t1 is not None and t2 is not None else None
+        # A stray call in the shorter run (a timer, a futex) can make the
+        # difference slightly negative: clamp.
+        return max(mem, 0.0), tot
+
+
+def table(res, title, unit, better, rows, note=None):
+    """rows: list of (label, {alloc: value}). better: 'lower' or 'higher'."""
+    peers = [a for a in res.allocs if a != "ductile"]
+    cols = peers + (["ductile"] if "ductile" in res.allocs else [])
+    out = ["### %s" % title, ""]
+    out.append("%s; %s is better. Peer cells: value (ratio to ductile = "
+               "peer / ductile)." % (unit, better))
+    if note:
+        out.append(note)
+    out.append("")
+    head = ["", *cols, "best peer", "ductile vs best"]
+    out.append("| " + " | ".join(head) + " |")
+    out.append("|" + "|".join(["---"] + ["---:"] * len(cols) + ["---", "---:"])
+               + "|")
+    for label, values in rows:
+        d = values.get("ductile")
+        cells = [label]
+        for a in cols:
+            v = values.get(a)
+            if res.status.get(a, ("ok",))[0] != "ok":
+                cells.append("unavailable")
+            elif v is None:
+                cells.append("failed")
+            elif a != "ductile" and d:
+                cells.append("%s (%.2f)" % (fmt_num(v), v / d))
+            else:
+                cells.append(fmt_num(v))
+        peer_vals = [(values[a], a) for a in peers if values.get(a) is not None]
+        if peer_vals:
+            pick = min if better == "lower" else max
+            bv, ba = pick(peer_vals)
+            cells.append("%s (%s)" % (ba, fmt_num(bv)))
+            if d is None:
+                cells.append("n/a")
+            elif bv == 0 and d == 0:
+                cells.append("equal")
+            elif bv == 0 or d == 0:
+                cells.append("%s" % ("better" if (d < bv) == (better == "lower")
+                                     else "worse"))
+            else:
+                r = d / bv
+                ok = r <= 1.0 if better == "lower" else r >= 1.0
+                cells.append("%.2fx (%s)" % (r, "better" if ok else "worse"))
+        else:
+            cells += ["n/a", "n/a"]
+        out.append("| " + " | ".join(cells) + " |")
+    out.append("")
+    return "\n".join(out)
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: ratios.py RESULT-DIR")
+    res = Results(sys.argv[1])
+    if not res.allocs:
+        sys.exit("ratios.py: no allocs.tsv in %s" % sys.argv[1])
+
+    print("## Results (%s)" % res.meta.get("date", ""))
+    print()
+    for k in ("machine", "kernel", "thp", "reps", "min_time", "mode",
+              "other_load"):
+        if k in res.meta:
+            print("* %s: %s" % (k, res.meta[k]))
+    for a in res.allocs:
+        st, detail = res.status[a]
+        print("* %s: %s%s" % (a, st, (" — " + detail) if detail else ""))
+    print()
+
+    rows = [("%s pair" % fmt_size(s),
+             {a: res.pair_ns(a, s) for a in res.allocs}) for s in PAIR_SIZES]
+    rows.append(("64 B batch of 1000",
+                 {a: res.batch_ns(a) for a in res.allocs}))
+    print(table(res, "malloc+free pair", "ns per pair (median)", "lower",
+                rows, "BM_Pair/N: malloc(N), touch 1 byte, free. Batch: "
+                "malloc 1000 x 64 B then free them, time per pair."))
+
+    rows = [("16..512 B, 2 threads",
+             {a: res.pc_mops(a) for a in res.allocs})]
+    spread = "; ".join(
+        "%s %s–%s" % (a, fmt_num(min(v)), fmt_num(max(v)))
+        for a in res.allocs for v in [res.pc_all(a)] if v)
+    print(table(res, "Producer/consumer", "million blocks per second "
+                "(median)", "higher", rows,
+                "Thread 0 mallocs, passes blocks through an SPSC ring, "
+                "thread 1 frees. Range over the repetitions (cross-core "
+                "traffic on 2 vCPUs is noisy): %s." % spread))
+
+    rows, usable_rows = [], []
+    for s in RSS_SIZES:
+        vals, usable = {}, {}
+        for a in res.allocs:
+            vals[a], usable[a] = res.rss(a, s)
+        rows.append(("%d B" % s, vals))
+        usable_rows.append((s, usable))
+    note = "1,000,000 live blocks, one byte written in each. malloc_usable_size " \
+        "(the size class) per allocator: " + "; ".join(
+            "%d B → " % s + ", ".join("%s %s" % (a, u[a]) for a in res.allocs
+                                      if u.get(a) is not None)
+            for s, u in usable_rows)
+    print(table(res, "RSS per live block", "bytes (median)", "lower", rows,
+                note))
+    if "ductile" in res.allocs and res.status["ductile"][0] == "ok":
+        lines = []
+        for (label, vals), (s, usable) in zip(rows, usable_rows):
+            d, u = vals.get("ductile"), usable.get("ductile")
+            if d is not None and u:
+                lines.append("%s: %.2f B for a %d B class = %+.1f %% (goal "
+                             "≤ +2 %%)" % (label, d, u, 100.0 * (d - u) / u))
+        if lines:
+            print("ductile against its size class: " + "; ".join(lines) + ".")
+            print()
+
+    method = res.meta.get("syscall_method", "none")
+    if method != "none":
+        mem_rows, all_rows = [], []
+        for s in PAIR_SIZES:
+            m, t = {}, {}
+            for a in res.allocs:
+                m[a], t[a] = res.syscalls_per_pair(a, s)
+            mem_rows.append(("%s pair" % fmt_size(s), m))
+            all_rows.append(("%s pair" % fmt_size(s), t))
+        note = ("Counted with %s over two runs of BM_Pair/N with fixed "
+                "iteration counts (%s); per pair = difference in calls / "
+                "difference in iterations, so start-up and warm-up cancel. "
+                "Memory syscalls: %s." % (method, res.meta.get("sys_iters", "?"),
+                                          ", ".join(MEMORY_SYSCALLS)))
+        print(table(res, "Memory syscalls per pair (steady state)",
+                    "calls per pair", "lower", mem_rows, note))
+        if any(v is not None for _, r in all_rows for v in r.values()):
+            print(table(res, "All syscalls per pair (steady state)",
+                        "calls per pair", "lower", all_rows))
+
+
+if __name__ == "__main__":
+    main()
