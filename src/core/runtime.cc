@@ -14,6 +14,7 @@ namespace ductile::core {
 
 alignas(Runtime) unsigned char g_runtime[sizeof(Runtime)];
 std::atomic<bool> g_ready{false};
+size_t g_huge_threshold = 0;
 __thread small::ThreadCache* t_cache __attribute__((tls_model("initial-exec"))) = nullptr;
 
 namespace {
@@ -342,6 +343,7 @@ bool ensure_ready() noexcept {
     pthread_key_create(&g_cache_key, thread_exit);
     pthread_atfork(prefork, postfork_parent, postfork_child);
     if (o.stats_print) print_stats_at_exit_on();
+    g_huge_threshold = rt().huge.options().threshold;
     g_ready.store(true, std::memory_order_release);
   }
   g_init_lock.unlock();

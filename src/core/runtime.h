@@ -39,6 +39,9 @@ class Runtime {
 // all zeroes before that, so a lookup then finds nothing.
 alignas(Runtime) extern unsigned char g_runtime[sizeof(Runtime)];
 extern std::atomic<bool> g_ready;
+// The huge threshold, copied out of the runtime for the inline fast path:
+// every smaller size has a thread-cache bin. Set once at start-up.
+extern size_t g_huge_threshold;
 inline Runtime& rt() { return *reinterpret_cast<Runtime*>(g_runtime); }
 
 // The calling thread's cache, set once the runtime is ready and the thread
@@ -75,7 +78,7 @@ bool ensure_ready() noexcept;
 
 DUCTILE_ALWAYS_INLINE void* alloc(size_t size) noexcept {
   small::ThreadCache* tc = t_cache;
-  if (DUCTILE_LIKELY(tc != nullptr && size <= small::kMaxSmall)) {
+  if (DUCTILE_LIKELY(tc != nullptr && size < g_huge_threshold)) {
     size_t cls = small::class_of(size);
     small::CacheBin& b = tc->bins[cls];
     if (DUCTILE_LIKELY(b.count != 0)) {
@@ -90,7 +93,9 @@ DUCTILE_ALWAYS_INLINE void dealloc(void* p) noexcept {
   small::ThreadCache* tc = t_cache;
   if (DUCTILE_LIKELY(tc != nullptr && p != nullptr)) {
     chunk::Extent* e = rt().chunks.lookup(p);
-    if (DUCTILE_LIKELY(e != nullptr && e->kind == chunk::ExtentKind::kSlab)) {
+    // Small objects, and medium blocks freed by their start address.
+    if (DUCTILE_LIKELY(e != nullptr && (e->kind == chunk::ExtentKind::kSlab ||
+                                        (e->kind == chunk::ExtentKind::kMedium && addr(p) == e->base)))) {
       size_t cls = e->size_class;
       small::CacheBin& b = tc->bins[cls];
       if (DUCTILE_LIKELY(b.count < b.cap)) {
