@@ -29,13 +29,15 @@ TEST(SizeClasses, EverySizeMapsToTheSmallestClassThatHoldsIt) {
   EXPECT_EQ(class_size(class_of(0)), 8u);
   EXPECT_EQ(class_size(class_of(8)), 8u);  // the 8-byte class costs 8 bytes
   EXPECT_EQ(class_size(class_of(24)), 24u);
-  EXPECT_EQ(class_size(class_of(72)), 80u);
-  EXPECT_EQ(class_size(class_of(200)), 224u);
+  EXPECT_EQ(class_size(class_of(72)), 72u);    // 8-byte steps up to 256 bytes
+  EXPECT_EQ(class_size(class_of(200)), 200u);
+  EXPECT_EQ(class_size(class_of(257)), 320u);  // then four per doubling
   EXPECT_EQ(class_size(kNumClasses - 1), kMaxClassSize);
 }
 
 TEST(SizeClasses, AboutFourPerDoubling) {
-  for (size_t c = 12; c + 4 < kNumClasses; c++) EXPECT_EQ(class_size(c + 4), 2 * class_size(c)) << c;
+  for (size_t c = class_of(kMaxFine); c + 4 < kNumClasses; c++)
+    EXPECT_EQ(class_size(c + 4), 2 * class_size(c)) << c;
 }
 
 TEST(SizeClasses, SlabsWasteUnderTwoPercent) {
