@@ -29,7 +29,7 @@ out=
 syscalls=yes
 
 usage() {
-  sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
   exit "${1:-0}"
 }
 
@@ -75,7 +75,7 @@ if [ -z "$out" ]; then
   out=$(mktemp -d "${TMPDIR:-/tmp}/compare-small.XXXXXX") || exit 1
 fi
 mkdir -p "$out/mb" "$out/rss" "$out/sys" "$out/log" || exit 1
-rm -f "$out"/mb/* "$out"/rss/* "$out"/sys/* "$out"/log/*
+rm -f "$out"/mb/* "$out"/rss/* "$out"/sys/* "$out"/log/* "$out"/lib/*
 
 # --- allocators -------------------------------------------------------------
 names=(glibc jemalloc mimalloc tcmalloc ductile)
@@ -85,6 +85,12 @@ lib[jemalloc]=${JEMALLOC_LIB:-/usr/lib/x86_64-linux-gnu/libjemalloc.so.2}
 lib[mimalloc]=${MIMALLOC_LIB:-/usr/lib/x86_64-linux-gnu/libmimalloc.so.2}
 lib[tcmalloc]=${TCMALLOC_LIB:-/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4}
 lib[ductile]=$ductile_lib
+# Preload a private copy of the build's library, so that a rebuild during the
+# run (libtool relinks it in place) cannot swap or remove it under us.
+if [ -f "$ductile_lib" ]; then
+  mkdir -p "$out/lib" && cp -L "$ductile_lib" "$out/lib/libductile.so" &&
+    lib[ductile]=$out/lib/libductile.so
+fi
 
 : >"$out/allocs.tsv"
 avail=()
@@ -103,6 +109,7 @@ for n in "${names[@]}"; do
   else
     detail="system malloc ($(ldd --version 2>&1 | head -1 | sed 's/.* //'))"
   fi
+  [ "$n" = ductile ] && [ "$l" != "$ductile_lib" ] && detail="$detail (copy of $ductile_lib)"
   printf '%s\t%s\t%s\n' "$n" "$status" "$detail" >>"$out/allocs.tsv"
   [ "$status" = ok ] && avail+=("$n")
   printf '%-9s %s  %s\n' "$n" "$status" "$detail" >&2
@@ -110,9 +117,12 @@ done
 
 # Preload runs the program only: `env` sets LD_PRELOAD for its child, so a
 # wrapper (perf, strace) is not itself run under the allocator.
+# A library that cannot be loaded (e.g. relinked mid-run) makes ld.so warn
+# and run the program under glibc: count that as a failure, not as a result.
 run_under() {
-  local n=$1; shift
-  env LD_PRELOAD="${lib[$n]}" "$@"
+  local n=$1 log=$2; shift 2
+  env LD_PRELOAD="${lib[$n]}" "$@" 2>>"$log" || return
+  ! grep -q 'cannot be preloaded' "$log"
 }
 
 {
@@ -150,15 +160,18 @@ for ((r = 1; r <= reps; r++)); do
   for ((k = 0; k < na; k++)); do
     n=${avail[$(((k + r - 1) % na))]}
     printf 'rep %d/%d: %s\n' "$r" "$reps" "$n" >&2
-    if ! run_under "$n" "$mb" --benchmark_min_time="$min_time" \
+    : >"$out/log/mb.$n.$r"
+    if ! run_under "$n" "$out/log/mb.$n.$r" "$mb" --benchmark_min_time="$min_time" \
         --benchmark_out="$out/mb/$n.$r.json" --benchmark_out_format=json \
-        >"$out/log/mb.$n.$r" 2>&1; then
-      echo "  malloc_bench under $n failed (exit $?); see $out/log/mb.$n.$r" >&2
+        >>"$out/log/mb.$n.$r"; then
+      echo "  malloc_bench under $n failed; see $out/log/mb.$n.$r" >&2
       tail -n 5 "$out/log/mb.$n.$r" | sed 's/^/  | /' >&2
+      rm -f "$out/mb/$n.$r.json"
     fi
     for s in $rss_sizes; do
-      if ! run_under "$n" "$rpb" "$s" >"$out/rss/$n.$s.$r.txt" \
-          2>"$out/log/rss.$n.$s.$r"; then
+      : >"$out/log/rss.$n.$s.$r"
+      if ! run_under "$n" "$out/log/rss.$n.$s.$r" "$rpb" "$s" \
+          >"$out/rss/$n.$s.$r.txt"; then
         echo "  rss_per_block $s under $n failed; see $out/log/rss.$n.$s.$r" >&2
         rm -f "$out/rss/$n.$s.$r.txt"
       fi
@@ -210,7 +223,11 @@ if [ "$method" != none ]; then
         else
           strace -f -c -o "$f.txt" \
             env LD_PRELOAD="${lib[$n]}" "${args[@]}" >"$out/log/sys.$n.$s.$it" 2>&1
-        fi || echo "  BM_Pair/$s under $n failed; see $out/log/sys.$n.$s.$it" >&2
+        fi
+        if [ $? -ne 0 ] || grep -q 'cannot be preloaded' "$out/log/sys.$n.$s.$it"; then
+          echo "  BM_Pair/$s under $n failed; see $out/log/sys.$n.$s.$it" >&2
+          rm -f "$f.json"
+        fi
       done
     done
   done

@@ -49,7 +49,7 @@ bench_rss_per_block_CFLAGS = -Wall -Wextra
 bench_rss_per_block_LDADD =
 
 # `make compare-small` runs glibc, jemalloc, mimalloc, tcmalloc and ductile
-# side by side (about 5 minutes); COMPARE_SMALL_FLAGS=--quick for a short run.
+# side by side (about 3 minutes); COMPARE_SMALL_FLAGS=--quick for a short run.
 COMPARE_SMALL_FLAGS =
 .PHONY: compare-small
 compare-small: bench/malloc_bench bench/rss_per_block $(lib_LTLIBRARIES)

@@ -273,6 +273,10 @@ def main():
               "other_load"):
         if k in res.meta:
             print("* %s: %s" % (k, res.meta[k]))
+    m = re.search(r"\(([\d.]+) %\)", res.meta.get("other_load", ""))
+    if m and float(m.group(1)) > 5.0:
+        print("* **WARNING: other processes used %s %% of the machine during "
+              "the timed runs; these figures are unreliable.**" % m.group(1))
     for a in res.allocs:
         st, detail = res.status[a]
         print("* %s: %s%s" % (a, st, (" — " + detail) if detail else ""))
