@@ -20,6 +20,7 @@
 set -u
 
 script_dir=$(cd "$(dirname "$0")" && pwd)
+. "$script_dir/allocators.sh"
 build_dir=${BUILD_DIR:-$(dirname "$script_dir")}
 ductile_lib=${DUCTILE_LIB:-}
 reps=9
@@ -81,9 +82,9 @@ rm -f "$out"/mb/* "$out"/rss/* "$out"/sys/* "$out"/log/* "$out"/lib/*
 names=(glibc jemalloc mimalloc tcmalloc ductile)
 declare -A lib
 lib[glibc]=
-lib[jemalloc]=${JEMALLOC_LIB:-/usr/lib/x86_64-linux-gnu/libjemalloc.so.2}
-lib[mimalloc]=${MIMALLOC_LIB:-/usr/lib/x86_64-linux-gnu/libmimalloc.so.2}
-lib[tcmalloc]=${TCMALLOC_LIB:-/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4}
+lib[jemalloc]=$jemalloc_lib
+lib[mimalloc]=$mimalloc_lib
+lib[tcmalloc]=$tcmalloc_lib
 lib[ductile]=$ductile_lib
 # Preload a private copy of the build's library, so that a rebuild during the
 # run (libtool relinks it in place) cannot swap or remove it under us.
@@ -96,19 +97,7 @@ fi
 avail=()
 for n in "${names[@]}"; do
   l=${lib[$n]}
-  status=ok
-  detail=$l
-  if [ -n "$l" ]; then
-    if [ ! -f "$l" ]; then
-      status=unavailable; detail="$l not found"
-    elif ! nm -D --defined-only "$l" 2>/dev/null | grep -qE ' [TWi] malloc(@|$)'; then
-      status=unavailable; detail="$l does not define malloc"
-    elif ! LD_PRELOAD=$l /bin/true >"$out/log/$n.true" 2>&1; then
-      status=unavailable; detail="LD_PRELOAD=$l /bin/true failed: $(head -c 200 "$out/log/$n.true" | tr '\n\t' '  ')"
-    fi
-  else
-    detail="system malloc ($(ldd --version 2>&1 | head -1 | sed 's/.* //'))"
-  fi
+  check_allocator "$n" "$l" "$out/log"
   [ "$n" = ductile ] && [ "$l" != "$ductile_lib" ] && detail="$detail (copy of $ductile_lib)"
   printf '%s\t%s\t%s\n' "$n" "$status" "$detail" >>"$out/allocs.tsv"
   [ "$status" = ok ] && avail+=("$n")

@@ -24,6 +24,7 @@
 set -u
 
 script_dir=$(cd "$(dirname "$0")" && pwd)
+. "$script_dir/allocators.sh"
 src_dir=$(dirname "$script_dir")
 build_dir=${BUILD_DIR:-$src_dir}
 ductile_lib=${DUCTILE_LIB:-}
@@ -78,10 +79,8 @@ else
 fi
 
 # --- what runs ----------------------------------------------------------------
-libdir=/usr/lib/x86_64-linux-gnu
 names=(glibc jemalloc mimalloc tcmalloc ductile "bare mmap+THP" "bare faulted")
-libs=("" "${JEMALLOC_LIB:-$libdir/libjemalloc.so.2}" "${MIMALLOC_LIB:-$libdir/libmimalloc.so.2}"
-      "${TCMALLOC_LIB:-$libdir/libtcmalloc_minimal.so.4}" "$ductile_lib" "" "")
+libs=("" "$jemalloc_lib" "$mimalloc_lib" "$tcmalloc_lib" "$ductile_lib" "" "")
 args=("" "" "" "" "" "--bare-thp" "--bare-faulted")
 n=${#names[@]}
 ductile=4

@@ -33,6 +33,7 @@
 set -u
 
 script_dir=$(cd "$(dirname "$0")" && pwd)
+. "$script_dir/allocators.sh"
 src_dir=$(dirname "$script_dir")
 build_dir=${BUILD_DIR:-$src_dir}
 ductile_lib=${DUCTILE_LIB:-}
@@ -107,10 +108,8 @@ if [ ${#sel[@]} -eq 0 ]; then
 fi
 
 # --- allocators ---------------------------------------------------------------
-libdir=/usr/lib/x86_64-linux-gnu
 a_names=(glibc jemalloc mimalloc tcmalloc ductile)
-a_libs=("" "${JEMALLOC_LIB:-$libdir/libjemalloc.so.2}" "${MIMALLOC_LIB:-$libdir/libmimalloc.so.2}"
-        "${TCMALLOC_LIB:-$libdir/libtcmalloc_minimal.so.4}" "$ductile_lib")
+a_libs=("" "$jemalloc_lib" "$mimalloc_lib" "$tcmalloc_lib" "$ductile_lib")
 
 if [ -z "$out" ]; then
   out=$(mktemp -d "${TMPDIR:-/tmp}/compare-workloads.XXXXXX") || exit 1
@@ -120,18 +119,7 @@ rm -f "$out"/log/* "$out/results.tsv" "$out/allocs.tsv"
 
 avail=()
 for ((a = 0; a < ${#a_names[@]}; a++)); do
-  l=${a_libs[a]}
-  status=ok
-  detail=${l:-"system malloc ($(ldd --version 2>&1 | head -1 | sed 's/.* //'))"}
-  if [ -n "$l" ]; then
-    if [ ! -f "$l" ]; then
-      status=unavailable; detail="$l not found"
-    elif ! nm -D --defined-only "$l" 2>/dev/null | grep -qE ' [TWi] malloc(@|$)'; then
-      status=unavailable; detail="$l does not define malloc"
-    elif ! LD_PRELOAD=$l /bin/true >"$out/log/${a_names[a]}.true" 2>&1; then
-      status=unavailable; detail="LD_PRELOAD=$l /bin/true failed"
-    fi
-  fi
+  check_allocator "${a_names[a]}" "${a_libs[a]}" "$out/log"
   printf '%s\t%s\t%s\n' "${a_names[a]}" "$status" "$detail" >>"$out/allocs.tsv"
   printf '%-9s %s  %s\n' "${a_names[a]}" "$status" "$detail" >&2
   [ "$status" = ok ] && avail+=("$a")

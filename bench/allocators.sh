@@ -1,0 +1,31 @@
+# Sourced by the comparison scripts: where the peer allocators are, and one
+# check that an allocator's library can really be preloaded.
+#
+# The peers are Debian's packages; JEMALLOC_LIB, MIMALLOC_LIB and TCMALLOC_LIB
+# override their paths.
+peer_libdir=/usr/lib/x86_64-linux-gnu
+jemalloc_lib=${JEMALLOC_LIB:-$peer_libdir/libjemalloc.so.2}
+mimalloc_lib=${MIMALLOC_LIB:-$peer_libdir/libmimalloc.so.2}
+tcmalloc_lib=${TCMALLOC_LIB:-$peer_libdir/libtcmalloc_minimal.so.4}
+
+# check_allocator NAME LIB LOGDIR: sets `status` (ok or unavailable) and
+# `detail`. An empty LIB is the C library's own malloc. A library is usable
+# when it exists, defines malloc, and runs /bin/true under LD_PRELOAD (its
+# output goes to LOGDIR/NAME.true).
+check_allocator() {
+  local name=$1 l=$2 logdir=$3
+  status=ok
+  if [ -z "$l" ]; then
+    detail="system malloc ($(ldd --version 2>&1 | head -1 | sed 's/.* //'))"
+    return
+  fi
+  detail=$l
+  if [ ! -f "$l" ]; then
+    status=unavailable; detail="$l not found"
+  elif ! nm -D --defined-only "$l" 2>/dev/null | grep -qE ' [TWi] malloc(@|$)'; then
+    status=unavailable; detail="$l does not define malloc"
+  elif ! LD_PRELOAD=$l /bin/true >"$logdir/$name.true" 2>&1; then
+    status=unavailable
+    detail="LD_PRELOAD=$l /bin/true failed: $(head -c 200 "$logdir/$name.true" | tr '\n\t' '  ')"
+  fi
+}
