@@ -7,7 +7,7 @@ void* MetaAlloc::alloc(size_t size, size_t align) noexcept {
   LockGuard g(lock_);
   uintptr_t p = align_up(cur_, align);
   if (cur_ == 0 || p + size > end_ || p + size < p) {
-    size_t block = size > kBlock ? align_up(size, kPage) : kBlock;
+    size_t block = size >= kBlock ? align_up(size, kPage) : kBlock;
     if (block == 0) return nullptr;
     void* mem = os_.reserve(block);
     if (mem == nullptr) return nullptr;
@@ -16,8 +16,8 @@ void* MetaAlloc::alloc(size_t size, size_t align) noexcept {
       return nullptr;
     }
     mapped_ += block;
-    // A big one-off request gets its own block; the current block stays current.
-    if (size > kBlock) return mem;
+    // A big request (a page-map leaf) gets its own block; the current block stays current.
+    if (size >= kBlock) return mem;
     cur_ = addr(mem);
     end_ = cur_ + block;
     p = cur_;

@@ -5,19 +5,7 @@ namespace ductile::chunk {
 std::atomic<Extent*>* PageMap::entry(uintptr_t a, bool create) noexcept {
   if (!in_range(a)) return nullptr;
   size_t page = a >> kPageShift;
-  std::atomic<Node*>& top = root_[page >> (2 * kLevelBits)];
-  Node* mid = top.load(std::memory_order_acquire);
-  if (mid == nullptr) {
-    if (!create) return nullptr;
-    LockGuard g(grow_lock_);
-    mid = top.load(std::memory_order_acquire);
-    if (mid == nullptr) {
-      mid = static_cast<Node*>(meta_.alloc(sizeof(Node), kPage));
-      if (mid == nullptr) return nullptr;
-      top.store(mid, std::memory_order_release);
-    }
-  }
-  std::atomic<Leaf*>& child = mid->children[(page >> kLevelBits) & (kFanout - 1)];
+  std::atomic<Leaf*>& child = root_[page >> kLevelBits];
   Leaf* leaf = child.load(std::memory_order_acquire);
   if (leaf == nullptr) {
     if (!create) return nullptr;
@@ -36,7 +24,7 @@ bool PageMap::ensure(uintptr_t a, size_t len) noexcept {
   if (len == 0) return true;
   uintptr_t last = a + len - 1;
   if (last < a || !in_range(last)) return false;
-  // One entry per leaf is enough to create the leaf and its parent.
+  // One entry per leaf is enough to create the leaf.
   constexpr size_t kLeafSpan = kFanout << kPageShift;
   for (uintptr_t p = align_down(a, kLeafSpan); p <= last; p += kLeafSpan) {
     if (entry(p < a ? a : p, true) == nullptr) return false;

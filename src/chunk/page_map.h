@@ -1,9 +1,13 @@
 // The page map: which extent owns a given page, answered in O(1) without a
-// lock. A three-level radix tree over the 36-bit page number of a 48-bit
-// address (12 bits per level). Readers use acquire loads; writers (under the
-// chunk layer's lock, or owning the extent) use release stores. Nodes are
-// 32 KiB, taken from the metadata allocator on demand and never freed, so a
-// reader racing with a writer always dereferences valid memory.
+// lock. A two-level radix tree over the 36-bit page number of a 48-bit
+// address (18 bits per level): the root is an array inside the map (2 MiB of
+// address space, in the runtime's static storage, of which only the pages
+// holding used entries are ever touched), and each leaf covers 1 GiB with
+// 2 MiB of entries, taken from the metadata allocator on demand and never
+// freed, so a reader racing with a writer always dereferences valid memory.
+// Two levels rather than three: free() looks a pointer up on every call, and
+// each level is a dependent load. Readers use acquire loads; writers (under
+// the chunk layer's lock, or owning the extent) use release stores.
 #pragma once
 
 #include <atomic>
@@ -18,8 +22,9 @@ namespace ductile::chunk {
 class PageMap {
  public:
   static constexpr unsigned kAddressBits = 48;
-  static constexpr unsigned kLevelBits = 12;
+  static constexpr unsigned kLevelBits = 18;
   static constexpr size_t kFanout = size_t{1} << kLevelBits;
+  static_assert(kPageShift + 2 * kLevelBits == kAddressBits, "two levels cover the address space");
 
   explicit PageMap(MetaAlloc& meta) noexcept : meta_(meta) {}
   PageMap(const PageMap&) = delete;
@@ -31,9 +36,7 @@ class PageMap {
   Extent* lookup(uintptr_t a) const noexcept {
     if (!in_range(a)) return nullptr;
     size_t page = a >> kPageShift;
-    Node* mid = root_[page >> (2 * kLevelBits)].load(std::memory_order_acquire);
-    if (mid == nullptr) return nullptr;
-    Leaf* leaf = mid->children[(page >> kLevelBits) & (kFanout - 1)].load(std::memory_order_acquire);
+    Leaf* leaf = root_[page >> kLevelBits].load(std::memory_order_acquire);
     if (leaf == nullptr) return nullptr;
     return leaf->slots[page & (kFanout - 1)].load(std::memory_order_acquire);
   }
@@ -51,15 +54,11 @@ class PageMap {
   struct Leaf {
     std::atomic<Extent*> slots[kFanout];
   };
-  struct Node {
-    std::atomic<Leaf*> children[kFanout];
-  };
-  std::atomic<Leaf*>* slot_for(uintptr_t page, bool create) noexcept;
   std::atomic<Extent*>* entry(uintptr_t a, bool create) noexcept;
 
   MetaAlloc& meta_;
-  Mutex grow_lock_;  // serialises node creation only
-  std::atomic<Node*> root_[kFanout] = {};
+  Mutex grow_lock_;  // serialises leaf creation only
+  std::atomic<Leaf*> root_[kFanout] = {};
 };
 
 }  // namespace ductile::chunk
