@@ -80,7 +80,6 @@ DUCTILE_EXPORT size_t ductile_nallocx(size_t size, int flags) noexcept {
   return n > kMaxSize ? 0 : n;
 }
 
-#define DUCTILE_ALIAS(name) __attribute__((alias("ductile_" #name), visibility("default")))
 
 void* mallocx(size_t, int) DUCTILE_ALIAS(mallocx);
 void* rallocx(void*, size_t, int) DUCTILE_ALIAS(rallocx);

@@ -460,7 +460,6 @@ DUCTILE_EXPORT void ductile_malloc_stats_print(void (*write_cb)(void*, const cha
   core::print_stats(write_cb, cbopaque, opts);
 }
 
-#define DUCTILE_ALIAS(name) __attribute__((alias("ductile_" #name), visibility("default")))
 
 int mallctl(const char*, void*, size_t*, void*, size_t) DUCTILE_ALIAS(mallctl);
 int mallctlnametomib(const char*, size_t*, size_t*) DUCTILE_ALIAS(mallctlnametomib);

@@ -97,7 +97,6 @@ DUCTILE_EXPORT int ductile_malloc_trim(size_t pad) noexcept {
   return core::trim() != 0 ? 1 : 0;
 }
 
-#define DUCTILE_ALIAS(name) __attribute__((alias("ductile_" #name), visibility("default")))
 
 void* malloc(size_t) noexcept DUCTILE_ALIAS(malloc);
 void free(void*) noexcept DUCTILE_ALIAS(free);

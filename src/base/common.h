@@ -12,6 +12,9 @@
 #define DUCTILE_NOINLINE __attribute__((noinline))
 #define DUCTILE_ALWAYS_INLINE inline __attribute__((always_inline))
 #define DUCTILE_EXPORT __attribute__((visibility("default")))
+// An exported standard name that is another name of ductile_<name>: the API
+// layer defines the ductile_ functions and aliases the standard names to them.
+#define DUCTILE_ALIAS(name) __attribute__((alias("ductile_" #name), visibility("default")))
 
 namespace ductile {
 
