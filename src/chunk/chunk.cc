@@ -32,7 +32,7 @@ bool valid_size(size_t size) { return size != 0 && is_aligned(size, kPage); }
 }  // namespace
 
 ChunkLayer::ChunkLayer(os::Os& os, Clock& clock, const Options& options) noexcept
-    : os_(os), clock_(clock), options_(options), meta_(os), page_map_(meta_) {
+    : os_(os), clock_(clock), options_(options), meta_(os), page_map_(meta_, options.storage_zeroed) {
   if (options_.first_hint != 0) {
     own_cursor_ = align_up(options_.first_hint, kHugePage);
   } else {

@@ -43,6 +43,9 @@ struct Options {
   // First address tried for reservations; 0 picks a randomised one in the
   // otherwise empty range above 2 TiB (ASLR keeps its entropy).
   uintptr_t first_hint = 0;
+  // The layer is constructed in zero-filled static storage (the process-wide
+  // runtime): the page map's root need not be cleared (see PageMap).
+  bool storage_zeroed = false;
 };
 
 struct Allocation {

@@ -26,7 +26,14 @@ class PageMap {
   static constexpr size_t kFanout = size_t{1} << kLevelBits;
   static_assert(kPageShift + 2 * kLevelBits == kAddressBits, "two levels cover the address space");
 
-  explicit PageMap(MetaAlloc& meta) noexcept : meta_(meta) {}
+  // `storage_zeroed`: the map is being constructed in memory that is known
+  // to be zero (the runtime's static storage), so the 2 MiB root is not
+  // cleared: clearing it would fault in all 512 of its pages, 2 MiB of RSS
+  // for every process, where only the pages holding used entries need be.
+  explicit PageMap(MetaAlloc& meta, bool storage_zeroed = false) noexcept : meta_(meta) {
+    if (!storage_zeroed)
+      for (auto& r : root_) r.store(nullptr, std::memory_order_relaxed);
+  }
   PageMap(const PageMap&) = delete;
   PageMap& operator=(const PageMap&) = delete;
 
@@ -58,7 +65,7 @@ class PageMap {
 
   MetaAlloc& meta_;
   Mutex grow_lock_;  // serialises leaf creation only
-  std::atomic<Leaf*> root_[kFanout] = {};
+  std::atomic<Leaf*> root_[kFanout];  // cleared by the constructor, or already zero
 };
 
 }  // namespace ductile::chunk

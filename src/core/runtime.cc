@@ -316,6 +316,7 @@ Runtime::Runtime(const Options& o) noexcept
              [&] {
                chunk::Options c;
                c.decay_ns = o.decay_ms * 1000000u;
+               c.storage_zeroed = true;  // g_runtime is static storage, constructed once
                return c;
              }()),
       huge(chunks,
