@@ -119,7 +119,6 @@ class HugeLayer {
 
   HugeStats stats() const noexcept;
   const Options& options() const noexcept { return options_; }
-  Options& mutable_options() noexcept { return options_; }
 
   // The span a block of `usable` bytes gets: block + headroom, whole huge pages.
   size_t span_for(size_t usable) const noexcept;
