@@ -29,6 +29,10 @@ libductile_core_la_SOURCES = \
 	src/small/size_classes.h \
 	src/small/bin.h \
 	src/small/bin.cc \
+	src/small/prefaulter.h \
+	src/small/prefaulter.cc \
+	src/small/region.h \
+	src/small/region.cc \
 	src/small/thread_cache.h \
 	src/core/options.h \
 	src/core/options.cc \

@@ -48,6 +48,7 @@ test_unit_huge_test_LDADD = $(ductile_test_ldadd)
 
 test_unit_small_test_SOURCES = \
 	test/unit/small_test.cc \
+	test/unit/region_test.cc \
 	test/unit/options_test.cc \
 	test/support/fake_kernel.h \
 	test/support/fake_kernel.cc \

@@ -146,6 +146,12 @@ DUCTILE_STAT(ctl_huge_active, size_t, s.huge_layer.active_bytes)
 DUCTILE_STAT(ctl_huge_spans, size_t, s.huge_layer.span_bytes)
 
 DUCTILE_STAT(ctl_small_allocated, size_t, s.small.allocated)
+DUCTILE_STAT(ctl_small_regions, size_t, s.arena.regions)
+DUCTILE_STAT(ctl_small_advised, size_t, s.arena.advised)
+DUCTILE_STAT(ctl_small_region_dirty, size_t, s.arena.dirty_pages * kPage)
+DUCTILE_STAT(ctl_prefault_running, bool, s.prefault.running)
+DUCTILE_STAT(ctl_prefault_starts, uint64_t, s.prefault.starts)
+DUCTILE_STAT(ctl_prefault_bytes, uint64_t, s.prefault.bytes)
 DUCTILE_STAT(ctl_small_active, size_t, s.small.active)
 DUCTILE_STAT(ctl_medium_allocated, size_t, s.medium.allocated)
 DUCTILE_STAT(ctl_huge_allocated, size_t, s.huge.allocated)
@@ -269,6 +275,7 @@ int ctl_opt_thp(Req& r, const size_t*, size_t) {
 int ctl_opt_huge_threshold(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.huge_threshold); }
 int ctl_opt_tcache(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.tcache); }
 int ctl_opt_stats_print(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.stats_print); }
+int ctl_opt_prefault(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.prefault); }
 int ctl_opt_narenas(Req& r, const size_t*, size_t) { return read_only(r, 1u); }
 
 int ctl_config_debug(Req& r, const size_t*, size_t) { return read_only(r, kDebug); }
@@ -308,6 +315,7 @@ constexpr Node kOpt[] = {
     LEAF("huge_threshold", ctl_opt_huge_threshold), // size_t
     LEAF("tcache", ctl_opt_tcache),                 // bool
     LEAF("stats_print", ctl_opt_stats_print),       // bool
+    LEAF("prefault", ctl_opt_prefault),             // bool
     LEAF("dirty_decay_ms", ctl_opt_dirty_decay_ms), // ssize_t, jemalloc's
     LEAF("narenas", ctl_opt_narenas),               // unsigned, jemalloc's
 };
@@ -341,11 +349,21 @@ constexpr Node kChunk[] = {
     LEAF("frees", ctl_chunk_frees),       LEAF("purges", ctl_chunk_purges),
     LEAF("purged_bytes", ctl_chunk_purged_bytes),
 };
-constexpr Node kSmall[] = {LEAF("allocated", ctl_small_allocated), LEAF("active", ctl_small_active)};
+constexpr Node kSmall[] = {
+    LEAF("allocated", ctl_small_allocated),   LEAF("active", ctl_small_active),
+    LEAF("regions", ctl_small_regions),       LEAF("advised_regions", ctl_small_advised),
+    LEAF("region_dirty", ctl_small_region_dirty),
+};
+constexpr Node kPrefault[] = {
+    LEAF("running", ctl_prefault_running),
+    LEAF("starts", ctl_prefault_starts),
+    LEAF("populated_bytes", ctl_prefault_bytes),
+};
 constexpr Node kMedium[] = {LEAF("allocated", ctl_medium_allocated)};
 constexpr Node kDuctile[] = {
     INNER("huge", kHuge),     INNER("os", kOs),   INNER("chunk", kChunk),
-    INNER("small", kSmall),   INNER("medium", kMedium), LEAF("trim", ctl_trim),
+    INNER("small", kSmall),   INNER("medium", kMedium), INNER("prefault", kPrefault),
+    LEAF("trim", ctl_trim),
 };
 constexpr Node kRootKids[] = {
     LEAF("version", ctl_version),

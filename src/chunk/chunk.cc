@@ -433,6 +433,26 @@ bool ChunkLayer::map_interior(Extent* e) noexcept {
   return true;
 }
 
+Extent* ChunkLayer::lend(Extent* parent, uintptr_t base, size_t size) noexcept {
+  DUCTILE_CHECK(parent != nullptr && parent->state == ExtentState::kActive && parent->interior_mapped &&
+                is_aligned(base, kPage) && size != 0 && is_aligned(size, kPage) && base >= parent->base &&
+                base + size <= parent->end());
+  LockGuard g(lock_);
+  Extent* e = new_extent(base, size, ExtentState::kActive, parent->committed);
+  if (e == nullptr) return nullptr;
+  e->interior_mapped = true;
+  // The parent's pages are mapped already: no node to create, cannot fail.
+  (void)page_map_.set_range(base, size, e);
+  return e;
+}
+
+void ChunkLayer::unlend(Extent* parent, Extent* sub) noexcept {
+  DUCTILE_CHECK(parent != nullptr && sub != nullptr && sub->base >= parent->base && sub->end() <= parent->end());
+  LockGuard g(lock_);
+  (void)page_map_.set_range(sub->base, sub->size, parent);
+  recycle(sub);
+}
+
 ChunkLayer::PurgeResult ChunkLayer::purge_marked(Extent* const* batch, size_t n) noexcept {
   DUCTILE_CHECK(n <= os::kPurgeBatch);
   os::Range ranges[os::kPurgeBatch] = {};

@@ -118,6 +118,13 @@ class ChunkLayer {
   Extent* lookup(const void* p) const noexcept { return page_map_.lookup(addr(p)); }
   // Maps every page of active extent `e` to it (for slabs).
   [[nodiscard]] bool map_interior(Extent* e) noexcept;
+  // Lends [base, base + size) of active, interior-mapped extent `parent` to
+  // an upper layer that carves it further (a slab region's slabs): a new
+  // active extent with every page mapped to it. nullptr when metadata runs
+  // out. The chunk layer never frees or merges a lent extent.
+  [[nodiscard]] Extent* lend(Extent* parent, uintptr_t base, size_t size) noexcept;
+  // Ends a lend: the pages map to `parent` again and `sub` is recycled.
+  void unlend(Extent* parent, Extent* sub) noexcept;
 
   // Purges extents that have been dirty for at least the decay time.
   size_t decay() noexcept;

@@ -65,6 +65,7 @@ bool set_threshold(Options& o, const char* v, size_t n) {
 }
 bool set_tcache(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.tcache); }
 bool set_stats_print(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.stats_print); }
+bool set_prefault(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.prefault); }
 
 struct Entry {
   const char* name;
@@ -77,6 +78,7 @@ constexpr Entry kTable[] = {
     {"huge_threshold", set_threshold},
     {"tcache", set_tcache},
     {"stats_print", set_stats_print},
+    {"prefault", set_prefault},
 };
 
 void warn_entry(const char* what, const char* s, size_t n) {
@@ -168,6 +170,7 @@ bool option_to_string(const Options& o, const char* name, char* buf, size_t n) n
     copy(o.thp == huge::ThpPolicy::kAuto ? "auto" : o.thp == huge::ThpPolicy::kAlways ? "always" : "never");
   else if (!std::strcmp(name, "tcache")) copy(o.tcache ? "true" : "false");
   else if (!std::strcmp(name, "stats_print")) copy(o.stats_print ? "true" : "false");
+  else if (!std::strcmp(name, "prefault")) copy(o.prefault ? "true" : "false");
   else return false;
   return true;
 }

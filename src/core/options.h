@@ -17,6 +17,7 @@ struct Options {
   size_t huge_threshold = kHugePage;   // huge::Options::threshold
   bool tcache = true;                  // per-thread caches
   bool stats_print = false;            // print statistics at exit (also DUCTILE_STATS=1)
+  bool prefault = false;               // the prefault helper thread (small::Prefaulter)
 };
 
 // Parses "key:value,key:value" into `opts`. Returns the number of entries

@@ -198,12 +198,20 @@ size_t class_for(size_t size, size_t align) {
   return cls;
 }
 
+// A slab region proved busy and asked for the prefault helper: start it here,
+// where this thread holds no lock (creating a thread allocates).
+DUCTILE_ALWAYS_INLINE void start_helper_if_asked() {
+  if (DUCTILE_UNLIKELY(rt().prefault.start_pending())) (void)rt().prefault.start();
+}
+
 void* alloc_class(size_t cls, bool zero) {
   ThreadCache* tc = cache();
   if (tc) {
     small::CacheBin& b = tc->bins[cls];
-    if (b.count == 0 && small::is_small_class(cls))
+    if (b.count == 0 && small::is_small_class(cls)) {
       b.count = static_cast<uint16_t>(rt().bins[cls].fill(b.items, b.cap / 2 ? b.cap / 2 : 1));
+      start_helper_if_asked();
+    }
     if (b.count != 0) {
       if (kStats) tc->allocated += small::class_size(cls);
       void* p = b.items[--b.count];
@@ -214,6 +222,7 @@ void* alloc_class(size_t cls, bool zero) {
   } else if (small::is_small_class(cls)) {
     void* p = nullptr;
     if (rt().bins[cls].fill(&p, 1) == 0) return nullptr;
+    start_helper_if_asked();
     if (zero) std::memset(p, 0, small::class_size(cls));
     return p;
   }
@@ -326,7 +335,11 @@ Runtime::Runtime(const Options& o) noexcept
              h.thp = o.thp;
              return h;
            }()) {
-  for (size_t c = 0; c < small::kNumSmall; c++) bins[c].init(c, &chunks);
+  prefault.init(&os, o.prefault);
+  small::ArenaOptions a;
+  a.thp = o.thp != huge::ThpPolicy::kNever;
+  arena.init(&chunks, &prefault, a);
+  for (size_t c = 0; c < small::kNumSmall; c++) bins[c].init(c, &arena);
 }
 
 bool ensure_ready() noexcept {
@@ -463,7 +476,8 @@ size_t trim() noexcept {
   if (!g_ready.load(std::memory_order_acquire)) return 0;
   if (ThreadCache* tc = t_cache) flush_all(tc, false);
   for (auto& bin : rt().bins) bin.trim();
-  return rt().chunks.trim();
+  size_t bytes = rt().arena.trim();
+  return bytes + rt().chunks.trim();
 }
 
 namespace {
@@ -472,6 +486,8 @@ void prefork() noexcept {
   g_init_lock.lock();
   g_caches_lock.lock();
   for (auto& bin : rt().bins) bin.prefork();
+  rt().arena.prefork();
+  rt().prefault.prefork();
   small::SlabPool::prefork();
   rt().huge.prefork();
   rt().chunks.prefork();
@@ -481,6 +497,8 @@ void postfork_parent() noexcept {
   rt().chunks.postfork_parent();
   rt().huge.postfork_parent();
   small::SlabPool::postfork_parent();
+  rt().prefault.postfork_parent();
+  rt().arena.postfork_parent();
   for (auto& bin : rt().bins) bin.postfork_parent();
   g_caches_lock.unlock();
   g_init_lock.unlock();
@@ -490,6 +508,8 @@ void postfork_child() noexcept {
   rt().chunks.postfork_child();
   rt().huge.postfork_child();
   small::SlabPool::postfork_child();
+  rt().prefault.postfork_child();
+  rt().arena.postfork_child();
   for (auto& bin : rt().bins) bin.postfork_child();
   g_caches_lock.reinit_after_fork();
   g_init_lock.reinit_after_fork();
@@ -505,6 +525,11 @@ void postfork_child() noexcept {
     if (tc != mine) unlink_cache(tc);
     tc = next;
   }
+}
+
+// The prefault helper is stopped and joined when the process exits normally.
+__attribute__((destructor)) void stop_helper_at_exit() {
+  if (g_ready.load(std::memory_order_acquire)) rt().prefault.stop();
 }
 
 }  // namespace

@@ -17,6 +17,8 @@
 #include "huge/huge.h"
 #include "os/os.h"
 #include "small/bin.h"
+#include "small/prefaulter.h"
+#include "small/region.h"
 #include "small/thread_cache.h"
 
 namespace ductile::core {
@@ -32,6 +34,8 @@ class Runtime {
   chunk::MonotonicClock clock;
   chunk::ChunkLayer chunks;
   huge::HugeLayer huge;
+  small::Prefaulter prefault;
+  small::SlabArena arena;  // the slab regions every bin takes its slabs from
   small::Bin bins[small::kNumSmall];
 };
 

@@ -150,6 +150,13 @@ void print_text(Out& o, const StatsSnapshot& s, const char* opts) {
   o.str("Huge layer: ").u64(s.huge_layer.allocs).str(" allocs, ").u64(s.huge_layer.frees)
       .str(" frees, ").u64(s.huge_layer.shrinks).str(" shrinks, spans ").u64(s.huge_layer.span_bytes)
       .str(" bytes (").human(s.huge_layer.span_bytes).str(")\n");
+  o.str("Slab regions: ").u64(s.arena.regions).str(" held (").u64(s.arena.advised)
+      .str(" advised as huge pages), ").u64(s.arena.slab_pages).str(" pages in slabs, ")
+      .u64(s.arena.dirty_pages).str(" free pages resident, ").u64(s.arena.region_allocs).str(" taken, ")
+      .u64(s.arena.region_releases).str(" given back, ").u64(s.arena.purged_pages).str(" pages purged inside\n");
+  o.str("Prefault helper: ").str(s.prefault.running ? "running" : "not running").str(", ")
+      .u64(s.prefault.starts).str(" starts, ").u64(s.prefault.populated).str(" ranges (")
+      .human(s.prefault.bytes).str(") faulted in, ").u64(s.prefault.dropped).str(" dropped\n");
   o.str("Huge growth by path:");
   for (size_t i = 0; i < huge::kGrowthPaths; i++) o.ch(' ').str(kGrowthNames[i]).ch(' ').u64(s.huge_layer.growth[i]);
   o.ch('\n');
@@ -278,6 +285,23 @@ void print_json(Out& o, const StatsSnapshot& s, const char* opts) {
   j.open("growth", '{');
   for (size_t i = 0; i < huge::kGrowthPaths; i++) j.num(kGrowthNames[i], s.huge_layer.growth[i]);
   j.close('}').close('}');
+  j.open("regions", '{')
+      .num("held", s.arena.regions)
+      .num("advised", s.arena.advised)
+      .num("slab_pages", s.arena.slab_pages)
+      .num("dirty_pages", s.arena.dirty_pages)
+      .num("taken", s.arena.region_allocs)
+      .num("given_back", s.arena.region_releases)
+      .num("purged_pages", s.arena.purged_pages)
+      .close('}');
+  j.open("prefault", '{')
+      .boolean("running", s.prefault.running)
+      .num("starts", s.prefault.starts)
+      .num("requests", s.prefault.requests)
+      .num("dropped", s.prefault.dropped)
+      .num("populated", s.prefault.populated)
+      .num("bytes", s.prefault.bytes)
+      .close('}');
   j.open("syscalls", '{');
   for (size_t i = 0; i < os::kCallKinds; i++) j.num(os::call_name(static_cast<os::Call>(i)), s.calls[i]);
   j.close('}');
@@ -318,18 +342,20 @@ void take_snapshot(StatsSnapshot& s) noexcept {
     s.small.active += b.slabs * small::kClasses.slab_pages[c] * kPage;
   }
   s.huge_layer = r.huge.stats();
+  s.arena = r.arena.stats();
+  s.prefault = r.prefault.stats();
   s.chunk = r.chunks.stats();
   s.huge.allocated = s.huge_layer.active_bytes;
   s.huge.active = align_up(s.huge_layer.active_bytes, kPage);
-  // Medium blocks are the chunk layer's active extents that are neither slabs
-  // nor huge spans (the layers are read one after another: clamp).
-  s.medium.active = sub_or_zero(s.chunk.active, s.small.active + s.huge_layer.span_bytes);
+  // Medium blocks are the chunk layer's active extents that are neither slab
+  // regions nor huge spans (the layers are read one after another: clamp).
+  s.medium.active = sub_or_zero(s.chunk.active, s.arena.regions * small::kRegionSize + s.huge_layer.span_bytes);
   s.medium.allocated = s.medium.active;
   s.allocated = s.small.allocated + s.medium.allocated + s.huge.allocated;
   s.active = s.small.active + s.medium.active + s.huge.active;
   s.metadata = r.chunks.meta().bytes_mapped();
   s.mapped = s.chunk.active + s.metadata;
-  s.resident = s.active + s.chunk.dirty + s.metadata;
+  s.resident = s.active + s.chunk.dirty + s.arena.dirty_pages * kPage + s.metadata;
   s.retained = s.chunk.clean;
   const os::Counters& k = r.os.counters();
   for (size_t i = 0; i < os::kCallKinds; i++) s.calls[i] = k.get(static_cast<os::Call>(i));

@@ -16,6 +16,8 @@
 #include "huge/huge.h"
 #include "os/os.h"
 #include "small/bin.h"
+#include "small/prefaulter.h"
+#include "small/region.h"
 #include "small/size_classes.h"
 
 namespace ductile::core {
@@ -36,7 +38,7 @@ struct StatsSnapshot {
   // address space kept, purged or never touched (clean extents).
   size_t allocated = 0;
   size_t active = 0;
-  size_t resident = 0;  // an upper bound: active + dirty + metadata
+  size_t resident = 0;  // an upper bound: active + dirty (chunks, regions) + metadata
   size_t mapped = 0;
   size_t retained = 0;
   size_t metadata = 0;
@@ -44,6 +46,8 @@ struct StatsSnapshot {
   chunk::ChunkStats chunk;
   huge::HugeStats huge_layer;
   small::BinStats bins[small::kNumSmall];
+  small::ArenaStats arena;        // slab regions
+  small::PrefaultStats prefault;  // the prefault helper
   uint64_t calls[os::kCallKinds] = {};
   uint64_t purged_bytes = 0;   // by the OS layer, every purge included
   uint64_t purged_ranges = 0;

@@ -31,10 +31,10 @@ void SlabPool::prefork() noexcept { g_pool_lock.lock(); }
 void SlabPool::postfork_parent() noexcept { g_pool_lock.unlock(); }
 void SlabPool::postfork_child() noexcept { g_pool_lock.reinit_after_fork(); }
 
-void Bin::init(size_t cls, chunk::ChunkLayer* chunks) noexcept {
+void Bin::init(size_t cls, SlabArena* arena) noexcept {
   cls_ = static_cast<uint32_t>(cls);
   size_ = kClasses.size[cls];
-  chunks_ = chunks;
+  arena_ = arena;
 }
 
 void Bin::link(Slab* s, List l) noexcept {
@@ -66,13 +66,11 @@ void Bin::unlink(Slab* s) noexcept {
 }
 
 Slab* Bin::new_slab() noexcept {
-  size_t bytes = kClasses.slab_pages[cls_] * kPage;
-  chunk::Allocation a = chunks_->alloc(bytes);
+  Lent a = arena_->alloc(kClasses.slab_pages[cls_]);
   if (a.extent == nullptr) return nullptr;
-  Slab* s = SlabPool::get(chunks_->meta());
-  if (s == nullptr || !chunks_->map_interior(a.extent)) {
-    if (s) SlabPool::put(s);
-    chunks_->free(a.extent);
+  Slab* s = SlabPool::get(arena_->chunks().meta());
+  if (s == nullptr) {
+    arena_->free(&a, 1);
     return nullptr;
   }
   chunk::Extent* e = a.extent;
@@ -81,6 +79,7 @@ Slab* Bin::new_slab() noexcept {
   e->usable = size_;
   e->owner = s;
   s->extent = e;
+  s->region = a.region;
   s->base = e->base;
   s->nobjs = kClasses.objects_per_slab[cls_];
   s->nfree = s->nobjs;
@@ -90,15 +89,16 @@ Slab* Bin::new_slab() noexcept {
   return s;
 }
 
-chunk::Extent* Bin::take_empty(Slab* s) noexcept {
+Lent Bin::take_empty(Slab* s) noexcept {
   unlink(s);
+  Lent out{s->extent, s->region};
   chunk::Extent* e = s->extent;
   e->kind = chunk::ExtentKind::kNone;
   e->owner = nullptr;
   stats_.slabs--;
   stats_.slab_returns++;
   SlabPool::put(s);
-  return e;
+  return out;
 }
 
 size_t Bin::fill(void** out, size_t n) noexcept {
@@ -130,13 +130,13 @@ size_t Bin::fill(void** out, size_t n) noexcept {
 }
 
 void Bin::flush(void* const* objs, size_t n) noexcept {
-  chunk::Extent* expired[os::kPurgeBatch];
+  Lent expired[os::kPurgeBatch];
   size_t nexpired = 0;
   {
   LockGuard g(lock_);
   for (size_t i = 0; i < n; i++) {
     void* p = objs[i];
-    chunk::Extent* e = chunks_->lookup(p);
+    chunk::Extent* e = arena_->chunks().lookup(p);
     DUCTILE_ASSERT(e != nullptr && e->kind == chunk::ExtentKind::kSlab && e->size_class == cls_);
     Slab* s = static_cast<Slab*>(e->owner);
     *static_cast<void**>(p) = s->free_list;
@@ -149,11 +149,11 @@ void Bin::flush(void* const* objs, size_t n) noexcept {
       unlink(s);
       s->free_list = nullptr;
       s->bump = 0;
-      s->empty_since = chunks_->now_ns();
+      s->empty_since = arena_->chunks().now_ns();
       link(s, kEmpty);
       Slab* oldest = empty_tail_;
       if (nempty_ > kRetainEmpty && nexpired < os::kPurgeBatch &&
-          s->empty_since - oldest->empty_since >= chunks_->options().decay_ns)
+          s->empty_since - oldest->empty_since >= arena_->chunks().options().decay_ns)
         expired[nexpired++] = take_empty(oldest);
     } else if (s->list == kFull) {
       unlink(s);
@@ -161,11 +161,11 @@ void Bin::flush(void* const* objs, size_t n) noexcept {
     }
   }
   }
-  if (nexpired) chunks_->release(expired, nexpired);
+  if (nexpired) arena_->free(expired, nexpired);
 }
 
 void Bin::release_empty(size_t keep) noexcept {
-  chunk::Extent* batch[os::kPurgeBatch];
+  Lent batch[os::kPurgeBatch];
   for (;;) {
     size_t n = 0;
     {
@@ -173,7 +173,7 @@ void Bin::release_empty(size_t keep) noexcept {
       while (nempty_ > keep && n < os::kPurgeBatch) batch[n++] = take_empty(empty_tail_);
     }
     if (n == 0) return;
-    chunks_->release(batch, n);
+    arena_->free(batch, n);
   }
 }
 

@@ -20,12 +20,14 @@
 
 #include "base/lock.h"
 #include "chunk/chunk.h"
+#include "small/region.h"
 #include "small/size_classes.h"
 
 namespace ductile::small {
 
 struct Slab {
   chunk::Extent* extent = nullptr;
+  Region* region = nullptr;  // the slab region it was lent from
   uintptr_t base = 0;
   void* free_list = nullptr;  // freed objects; the first word links them
   uint32_t nfree = 0;         // objects on free_list plus never-used ones
@@ -55,7 +57,7 @@ class Bin {
   Bin() = default;
   Bin(const Bin&) = delete;
   Bin& operator=(const Bin&) = delete;
-  void init(size_t cls, chunk::ChunkLayer* chunks) noexcept;
+  void init(size_t cls, SlabArena* arena) noexcept;
 
   // Takes up to n objects into out[]; returns how many (0 when out of memory).
   size_t fill(void** out, size_t n) noexcept;
@@ -78,11 +80,11 @@ class Bin {
   void unlink(Slab* s) noexcept;
   // Purges and returns empty slabs (oldest first) until `keep` remain.
   void release_empty(size_t keep) noexcept;
-  // Unlinks an empty slab and drops its header; returns its extent.
-  chunk::Extent* take_empty(Slab* s) noexcept;
+  // Unlinks an empty slab and drops its header; returns its pages.
+  Lent take_empty(Slab* s) noexcept;
 
   Mutex lock_;
-  chunk::ChunkLayer* chunks_ = nullptr;
+  SlabArena* arena_ = nullptr;
   uint32_t cls_ = 0;
   uint32_t size_ = 0;
   Slab* partial_ = nullptr;

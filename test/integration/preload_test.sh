@@ -279,6 +279,73 @@ else
 fi
 if command -v xz >/dev/null; then compare xz-threads xz -T2 -1 --block-size=1MiB -c "$work/big.txt"; fi
 
+# The prefault helper (DUCTILE_CONF=prefault:true): no thread until a slab
+# region has proven busy; then one; a forked child has none until it needs
+# its own; parent and child exit cleanly with it running. Off by default.
+cat >"$work/prefault.c" <<'C'
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+typedef int (*mallctl_fn)(const char *, void *, size_t *, void *, size_t);
+static mallctl_fn ctl;
+static bool running(void) { bool b = false; size_t n = sizeof b; ctl("ductile.prefault.running", &b, &n, NULL, 0); return b; }
+static uint64_t starts(void) { uint64_t v = 0; size_t n = sizeof v; ctl("ductile.prefault.starts", &v, &n, NULL, 0); return v; }
+static int threads(void) {
+  FILE *f = fopen("/proc/self/status", "r"); char line[256]; int t = -1;
+  while (f && fgets(line, sizeof line, f)) if (!strncmp(line, "Threads:", 8)) t = atoi(line + 8);
+  if (f) fclose(f);
+  return t;
+}
+static void **churn(size_t bytes) {  /* 64-byte objects, written */
+  size_t n = bytes / 64; void **v = malloc(n * sizeof *v);
+  for (size_t i = 0; i < n; i++) { v[i] = malloc(64); memset(v[i], 1, 64); }
+  return v;
+}
+int main(int argc, char **argv) {
+  bool on = argc > 1 && !strcmp(argv[1], "on");
+  ctl = (mallctl_fn)dlsym(RTLD_DEFAULT, "mallctl");
+  if (!ctl) { puts("no mallctl"); return 1; }
+  int bad = 0;
+  churn(256 << 10);  /* a quarter of a region: not busy */
+  if (running() || starts() != 0 || threads() != 1) bad |= 1;
+  churn(8 << 20);    /* busy regions */
+  churn(64 << 10);   /* one more slow path after the request */
+  if (on != running() || starts() != (on ? 1u : 0u) || threads() != (on ? 2 : 1)) bad |= 2;
+  pid_t pid = fork();
+  if (pid == 0) {
+    int cbad = 0;
+    if (running() || threads() != 1) cbad |= 1;
+    churn(8 << 20);
+    churn(64 << 10);
+    if (on != running() || threads() != (on ? 2 : 1)) cbad |= 2;
+    exit(cbad);  /* exit() with the helper running: stopped and joined */
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) bad |= 4 | (status << 4);
+  printf("prefault %s: %d\n", on ? "on" : "off", bad);
+  return bad != 0;
+}
+C
+if command -v gcc >/dev/null && gcc -O1 -o "$work/prefault" "$work/prefault.c" -ldl 2>"$work/prefault.err"; then
+  for mode in on off; do
+    conf=; [ "$mode" = on ] && conf=prefault:true
+    if out=$(LD_PRELOAD=$lib DUCTILE_CONF=$conf timeout 60 "$work/prefault" "$mode" 2>&1) &&
+      [ "$out" = "prefault $mode: 0" ]; then
+      pass "prefault helper $mode (starts only when busy, fork, exit)"
+    else
+      fail "prefault helper $mode" "$out"
+    fi
+  done
+else
+  fail prefault "$(cat "$work/prefault.err" 2>/dev/null)"
+fi
+
 # bin/ductile, the wrapper script: runs the command with the library
 # preloaded and --stats prints the summary at exit.
 wrapper=$builddir/bin/ductile

@@ -1,0 +1,340 @@
+#include "small/region.h"
+
+#include <new>
+
+namespace ductile::small {
+
+struct Region {
+  chunk::Extent* extent = nullptr;  // the chunk layer's 2 MiB extent
+  uintptr_t base = 0;
+  uint64_t used[kRegionWords] = {};   // lent to a slab, or reserved for a purge in flight
+  uint64_t dirty[kRegionWords] = {};  // free, and maybe resident (written or prefaulted)
+  uint32_t live = 0;     // pages lent to slabs
+  uint32_t high = 0;     // the carve point: no page at or above it was ever lent
+  uint32_t ahead = 0;    // pages below this were queued for the prefault helper
+  uint32_t purging = 0;  // ranges of it in purge jobs now
+  bool busy = false;     // carved past the prefix
+  bool advised = false;  // advised as huge pages
+  Region* prev = nullptr;
+  Region* next = nullptr;
+};
+
+namespace {
+
+constexpr uint32_t kAlmostEmpty = kRegionPages / 8;
+
+void set_bits(uint64_t* w, size_t first, size_t n) {
+  for (size_t i = first; i < first + n; i++) w[i / 64] |= uint64_t{1} << (i % 64);
+}
+void clear_bits(uint64_t* w, size_t first, size_t n) {
+  for (size_t i = first; i < first + n; i++) w[i / 64] &= ~(uint64_t{1} << (i % 64));
+}
+bool bit(const uint64_t* w, size_t i) { return (w[i / 64] >> (i % 64)) & 1; }
+
+// The first run of n clear bits, or kRegionPages.
+size_t find_run(const uint64_t* w, size_t n) {
+  size_t run = 0, start = 0;
+  for (size_t i = 0; i < kRegionPages;) {
+    const uint64_t word = w[i / 64];
+    if (i % 64 == 0 && word == 0) {
+      if (run == 0) start = i;
+      run += 64;
+      i += 64;
+      if (run >= n) return start;
+      continue;
+    }
+    if (i % 64 == 0 && word == ~uint64_t{0}) {
+      run = 0;
+      i += 64;
+      continue;
+    }
+    if (bit(w, i)) {
+      run = 0;
+    } else {
+      if (run == 0) start = i;
+      if (++run == n) return start;
+    }
+    i++;
+  }
+  return kRegionPages;
+}
+
+size_t popcount(const uint64_t* w) {
+  size_t n = 0;
+  for (size_t i = 0; i < kRegionWords; i++) n += static_cast<size_t>(__builtin_popcountll(w[i]));
+  return n;
+}
+
+}  // namespace
+
+struct SlabArena::Job {
+  static constexpr size_t kMax = 64;
+  struct Piece {
+    Region* region;
+    uint32_t first;
+    uint32_t n;
+  };
+  Piece piece[kMax];
+  size_t n = 0;
+  // Regions already unlinked, to be purged whole and given back.
+  Region* release[kMax];
+  size_t nrelease = 0;
+  bool trim = false;  // give back whole-free regions regardless of retention
+
+  bool full() const { return n == kMax; }
+};
+
+void SlabArena::init(chunk::ChunkLayer* chunks, Prefaulter* prefault, const ArenaOptions& opts) noexcept {
+  chunks_ = chunks;
+  prefault_ = prefault;
+  opts_ = opts;
+}
+
+Region* SlabArena::new_region() noexcept {
+  chunk::Allocation a = chunks_->alloc(kRegionSize, kRegionSize);
+  if (a.extent == nullptr) return nullptr;
+  if (!chunks_->map_interior(a.extent)) {
+    chunks_->free(a.extent);
+    return nullptr;
+  }
+  Region* r = spare_;
+  if (r != nullptr) {
+    spare_ = r->next;
+  } else {
+    void* mem = chunks_->meta().alloc(sizeof(Region), alignof(Region));
+    if (mem == nullptr) {
+      chunks_->free(a.extent);
+      return nullptr;
+    }
+    r = static_cast<Region*>(mem);
+  }
+  new (r) Region();
+  r->extent = a.extent;
+  r->base = a.extent->base;
+  a.extent->owner = r;
+  // Dirty space recycled from the chunk layer may be resident.
+  if (!a.zeroed) set_bits(r->dirty, 0, kRegionPages);
+  // Address order: first fit then packs slabs into the lowest regions.
+  Region** link = &regions_;
+  Region* prev = nullptr;
+  while (*link != nullptr && (*link)->base < r->base) {
+    prev = *link;
+    link = &(*link)->next;
+  }
+  r->prev = prev;
+  r->next = *link;
+  if (*link) (*link)->prev = r;
+  *link = r;
+  empty_regions_++;
+  stats_.region_allocs++;
+  return r;
+}
+
+void SlabArena::unlink(Region* r) noexcept {
+  if (r->prev) r->prev->next = r->next;
+  else regions_ = r->next;
+  if (r->next) r->next->prev = r->prev;
+  r->prev = r->next = nullptr;
+  if (r->live == 0) empty_regions_--;
+}
+
+bool SlabArena::surplus(const Region* r) const noexcept {
+  return r->live == 0 && r->purging == 0 && empty_regions_ > opts_.retain_regions;
+}
+
+Lent SlabArena::alloc(size_t pages) noexcept {
+  if (pages == 0 || pages > kRegionPages) return {};
+  uintptr_t advise = 0;
+  Lent out;
+  {
+    LockGuard g(lock_);
+    Region* r = regions_;
+    size_t at = kRegionPages;
+    for (; r != nullptr; r = r->next) {
+      if (kRegionPages - r->live < pages) continue;
+      at = find_run(r->used, pages);
+      if (at != kRegionPages) break;
+    }
+    if (r == nullptr) {
+      r = new_region();
+      if (r == nullptr) return {};
+      at = 0;
+    }
+    chunk::Extent* e = chunks_->lend(r->extent, r->base + at * kPage, pages * kPage);
+    if (e == nullptr) return {};
+    set_bits(r->used, at, pages);
+    clear_bits(r->dirty, at, pages);
+    if (r->live == 0) empty_regions_--;
+    r->live += static_cast<uint32_t>(pages);
+    if (at + pages > r->high) r->high = static_cast<uint32_t>(at + pages);
+    stats_.lends++;
+    if (!r->busy && r->high * kPage > opts_.busy_prefix) {
+      r->busy = true;
+      if (opts_.thp) {
+        r->advised = true;
+        advise = r->base;
+      }
+    }
+    if (r->busy && prefault_ != nullptr && prefault_->enabled()) {
+      size_t target = r->high + opts_.prefault_ahead / kPage;
+      if (target > kRegionPages) target = kRegionPages;
+      size_t from = r->ahead > r->high ? r->ahead : r->high;
+      if (target > from) {
+        prefault_->request(ptr(r->base + from * kPage), (target - from) * kPage);
+        set_bits(r->dirty, from, target - from);
+        stats_.prefaults++;
+      }
+      if (target > r->ahead) r->ahead = static_cast<uint32_t>(target);
+    }
+    out = {e, r};
+  }
+  // Outside the lock; advising twice, or a region given back meanwhile, is harmless.
+  if (advise != 0) (void)chunks_->os().advise_huge(ptr(advise), kRegionSize);
+  return out;
+}
+
+void SlabArena::reserve_dirty(Region* r, Job& job) noexcept {
+  size_t i = 0;
+  while (i < kRegionPages && !job.full()) {
+    if (!bit(r->dirty, i) || bit(r->used, i)) {
+      i++;
+      continue;
+    }
+    size_t j = i;
+    while (j < kRegionPages && bit(r->dirty, j) && !bit(r->used, j)) j++;
+    set_bits(r->used, i, j - i);
+    r->purging++;
+    job.piece[job.n++] = {r, static_cast<uint32_t>(i), static_cast<uint32_t>(j - i)};
+    i = j;
+  }
+}
+
+void SlabArena::free(const Lent* v, size_t n) noexcept {
+  Job job;
+  Region* sparse[Job::kMax];
+  size_t nsparse = 0;
+  {
+    LockGuard g(lock_);
+    for (size_t k = 0; k < n; k++) {
+      Region* r = v[k].region;
+      chunk::Extent* e = v[k].extent;
+      const size_t first = (e->base - r->base) / kPage;
+      const size_t np = e->size / kPage;
+      chunks_->unlend(r->extent, e);
+      clear_bits(r->used, first, np);
+      set_bits(r->dirty, first, np);
+      r->live -= static_cast<uint32_t>(np);
+      stats_.returns++;
+      if (r->live == 0) empty_regions_++;
+      if (surplus(r) && job.nrelease < Job::kMax) {
+        unlink(r);
+        job.release[job.nrelease++] = r;
+        continue;
+      }
+      if (!r->advised) {
+        // Small pages anyway: the slab's pages go now, as a lone slab's would.
+        if (!job.full()) {
+          set_bits(r->used, first, np);
+          r->purging++;
+          job.piece[job.n++] = {r, static_cast<uint32_t>(first), static_cast<uint32_t>(np)};
+        }
+      } else if (r->live != 0 && r->live < kAlmostEmpty) {
+        bool seen = false;
+        for (size_t i = 0; i < nsparse && !seen; i++) seen = sparse[i] == r;
+        if (!seen && nsparse < Job::kMax) sparse[nsparse++] = r;
+      }
+    }
+    // Advised regions this batch left hardly used (judged after the whole
+    // batch, so a region emptied at once stays whole): their free pages
+    // matter more than their huge pages.
+    for (size_t i = 0; i < nsparse; i++)
+      if (sparse[i]->live != 0 && sparse[i]->live < kAlmostEmpty)
+        reserve_dirty(sparse[i], job);
+  }
+  (void)run(job);
+}
+
+size_t SlabArena::run(Job& job) noexcept {
+  size_t bytes = 0;
+  if (job.n != 0) {
+    os::Range ranges[Job::kMax];
+    for (size_t i = 0; i < job.n; i++)
+      ranges[i] = {ptr(job.piece[i].region->base + job.piece[i].first * kPage), job.piece[i].n * kPage};
+    const size_t done = chunks_->os().purge(ranges, job.n);
+    LockGuard g(lock_);
+    for (size_t i = 0; i < job.n; i++) {
+      Region* r = job.piece[i].region;
+      clear_bits(r->used, job.piece[i].first, job.piece[i].n);
+      if (i < done) {
+        clear_bits(r->dirty, job.piece[i].first, job.piece[i].n);
+        stats_.purged_pages += job.piece[i].n;
+        bytes += job.piece[i].n * kPage;
+      } else {
+        set_bits(r->dirty, job.piece[i].first, job.piece[i].n);
+      }
+      r->purging--;
+      if (r->purging == 0 && r->live == 0 && (job.trim || surplus(r)) && job.nrelease < Job::kMax) {
+        unlink(r);
+        job.release[job.nrelease++] = r;
+      }
+    }
+  }
+  if (job.nrelease != 0) {
+    chunk::Extent* ext[Job::kMax];
+    for (size_t i = 0; i < job.nrelease; i++) {
+      ext[i] = job.release[i]->extent;
+      ext[i]->owner = nullptr;
+      bytes += popcount(job.release[i]->dirty) * kPage;
+    }
+    // Purged whole (the chunk layer batches it) and kept as zeroed space.
+    chunks_->release(ext, job.nrelease);
+    LockGuard g(lock_);
+    for (size_t i = 0; i < job.nrelease; i++) {
+      job.release[i]->next = spare_;
+      spare_ = job.release[i];
+      stats_.region_releases++;
+    }
+  }
+  job.n = job.nrelease = 0;
+  return bytes;
+}
+
+size_t SlabArena::trim() noexcept {
+  size_t bytes = 0;
+  for (;;) {
+    Job job;
+    job.trim = true;
+    {
+      LockGuard g(lock_);
+      for (Region* r = regions_; r != nullptr && !job.full() && job.nrelease < Job::kMax;) {
+        Region* next = r->next;
+        if (r->live == 0 && r->purging == 0) {
+          unlink(r);
+          job.release[job.nrelease++] = r;
+        } else {
+          reserve_dirty(r, job);
+        }
+        r = next;
+      }
+    }
+    const bool more = job.full() || job.nrelease == Job::kMax;
+    const size_t got = run(job);
+    bytes += got;
+    if (!more || got == 0) return bytes;
+  }
+}
+
+ArenaStats SlabArena::stats() const noexcept {
+  LockGuard g(lock_);
+  ArenaStats s = stats_;
+  for (const Region* r = regions_; r != nullptr; r = r->next) {
+    s.regions++;
+    if (r->advised) s.advised++;
+    s.slab_pages += r->live;
+    for (size_t i = 0; i < kRegionWords; i++)
+      s.dirty_pages += static_cast<size_t>(__builtin_popcountll(r->dirty[i] & ~r->used[i]));
+  }
+  return s;
+}
+
+}  // namespace ductile::small

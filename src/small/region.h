@@ -1,0 +1,112 @@
+// Slab regions: small objects' slabs packed into 2 MiB-aligned regions, so
+// that memory full of small objects can sit on transparent huge pages.
+//
+// The arena takes whole 2 MiB regions (one huge page each) from the chunk
+// layer and lends slabs out of them, first fit from the lowest address, so
+// slabs crowd into few regions. A region starts on small pages: one that has
+// proven busy -- it has carved past a first prefix (1 MiB) -- is advised as
+// huge pages (khugepaged collapses it); a small program that never gets that
+// far pays nothing for huge pages.
+//
+// Memory goes back in whole huge pages where possible: a slab returned from
+// an advised region keeps its pages (purging a few small pages would break
+// the huge page up), and a region whose slabs are all gone is purged and
+// returned as a whole. Only when an advised region has fallen to almost empty
+// (below 1/8 of its pages in use) are its free pages purged one run at a
+// time; trim purges every free page. A region that was never advised is
+// purged slab by slab, as a plain slab would be.
+//
+// With a prefault helper, carving in a busy region queues the next stretch
+// beyond its carve point to be faulted in ahead of the owner.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/lock.h"
+#include "chunk/chunk.h"
+#include "small/prefaulter.h"
+
+namespace ductile::small {
+
+inline constexpr size_t kRegionSize = kHugePage;
+inline constexpr size_t kRegionPages = kRegionSize / kPage;
+inline constexpr size_t kRegionWords = kRegionPages / 64;
+
+struct ArenaOptions {
+  // A region that has carved past this many bytes is busy: advised as huge
+  // pages, and prefaulted ahead if there is a helper.
+  size_t busy_prefix = size_t{1} << 20;
+  bool thp = true;  // advise busy regions
+  // How far ahead of a busy region's carve point the helper faults pages in.
+  size_t prefault_ahead = size_t{256} << 10;
+  // Whole-free regions kept, unpurged, for the next slab (hysteresis).
+  size_t retain_regions = 1;
+};
+
+struct ArenaStats {
+  size_t regions = 0;          // regions held
+  size_t advised = 0;          // of which advised as huge pages
+  size_t slab_pages = 0;       // pages lent to slabs
+  size_t dirty_pages = 0;      // free pages of held regions that may be resident
+  uint64_t region_allocs = 0;  // regions taken from the chunk layer
+  uint64_t region_releases = 0;  // regions purged whole and given back
+  uint64_t lends = 0;          // slabs lent
+  uint64_t returns = 0;        // slabs returned
+  uint64_t purged_pages = 0;   // free pages purged inside held regions
+  uint64_t prefaults = 0;      // stretches queued for the helper
+};
+
+struct Region;
+
+// A slab's pages, as the arena lent them.
+struct Lent {
+  chunk::Extent* extent = nullptr;  // nullptr: out of memory
+  Region* region = nullptr;
+};
+
+class SlabArena {
+ public:
+  SlabArena() = default;
+  SlabArena(const SlabArena&) = delete;
+  SlabArena& operator=(const SlabArena&) = delete;
+
+  void init(chunk::ChunkLayer* chunks, Prefaulter* prefault, const ArenaOptions& opts) noexcept;
+  chunk::ChunkLayer& chunks() noexcept { return *chunks_; }
+
+  // `pages` pages (at most a region) as an active extent with every page
+  // mapped to it; the caller sets its kind and owner. Contents undefined.
+  Lent alloc(size_t pages) noexcept;
+  // Takes back n slabs no longer in use.
+  void free(const Lent* v, size_t n) noexcept;
+  // Purges every free page of every region and gives back whole-free regions.
+  // Returns the bytes purged.
+  size_t trim() noexcept;
+
+  ArenaStats stats() const noexcept;
+  void prefork() noexcept { lock_.lock(); }
+  void postfork_parent() noexcept { lock_.unlock(); }
+  void postfork_child() noexcept { lock_.reinit_after_fork(); }
+
+ private:
+  struct Job;  // pages reserved for purging outside the lock
+  Region* new_region() noexcept;
+  void unlink(Region* r) noexcept;
+  // Marks free dirty runs of r as reserved and appends them to `job`.
+  void reserve_dirty(Region* r, Job& job) noexcept;
+  // Purges a job's ranges, then releases the reservations (and whole regions).
+  size_t run(Job& job) noexcept;
+  // Whether a region with no slabs left should go back to the chunk layer.
+  bool surplus(const Region* r) const noexcept;
+
+  chunk::ChunkLayer* chunks_ = nullptr;
+  Prefaulter* prefault_ = nullptr;
+  ArenaOptions opts_;
+  mutable Mutex lock_;
+  Region* regions_ = nullptr;  // lowest address first
+  Region* spare_ = nullptr;    // recycled records
+  size_t empty_regions_ = 0;   // held regions with no slab
+  ArenaStats stats_;
+};
+
+}  // namespace ductile::small

@@ -1,0 +1,339 @@
+// Slab regions (huge pages for small objects) and the prefault helper,
+// against a chunk layer on the fake kernel.
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "chunk/chunk.h"
+#include "small/bin.h"
+#include "small/prefaulter.h"
+#include "small/region.h"
+#include "support/fake_clock.h"
+#include "support/fake_kernel.h"
+
+namespace ductile {
+namespace {
+
+using namespace small;
+
+constexpr int kMadvPopulateWrite = 23;
+
+class RegionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    os_ = std::make_unique<os::Os>(kernel_);
+    chunk::Options o;
+    o.reservation = 64 << 20;
+    chunks_ = std::make_unique<chunk::ChunkLayer>(*os_, clock_, o);
+    arena_.init(chunks_.get(), nullptr, ArenaOptions());
+    kernel_.reset_calls();
+  }
+
+  // madvise calls with `advice` that cover [a, a + len) exactly.
+  size_t advised(int advice, uintptr_t a, size_t len) const {
+    size_t n = 0;
+    for (const auto& c : kernel_.calls())
+      if (c.sys == test::Sys::kMadvise && c.arg == advice && addr(c.addr) == a && c.len == len) n++;
+    return n;
+  }
+  size_t madvises(int advice) const {
+    size_t n = 0;
+    for (const auto& c : kernel_.calls())
+      if (c.sys == test::Sys::kMadvise && c.arg == advice) n++;
+    return n;
+  }
+  // Purge calls of any kind (batched or one range each).
+  size_t purges() const {
+    return kernel_.count(test::Sys::kProcessMadvise) + madvises(MADV_DONTNEED);
+  }
+  // Lends slabs of `pages` until `bytes` are carved.
+  std::vector<Lent> carve(size_t bytes, size_t pages = 16) {
+    std::vector<Lent> v;
+    for (size_t done = 0; done < bytes; done += pages * kPage) {
+      Lent l = arena_.alloc(pages);
+      EXPECT_NE(l.extent, nullptr);
+      // Slabs are written: the pages become resident.
+      std::memset(ptr(l.extent->base), 0xab, l.extent->size);
+      v.push_back(l);
+    }
+    return v;
+  }
+
+  test::FakeKernel kernel_;
+  test::FakeClock clock_;
+  std::unique_ptr<os::Os> os_;
+  std::unique_ptr<chunk::ChunkLayer> chunks_;
+  SlabArena arena_;
+};
+
+TEST_F(RegionTest, SlabsPackIntoOneAlignedRegionFromItsStart) {
+  std::vector<Lent> v = carve(64 * kPage);
+  const uintptr_t base = v[0].extent->base;
+  EXPECT_TRUE(is_aligned(base, kRegionSize));
+  for (size_t i = 0; i < v.size(); i++) {
+    EXPECT_EQ(v[i].region, v[0].region);
+    EXPECT_EQ(v[i].extent->base, base + i * 16 * kPage);
+    // Every page of a slab finds the slab, as a free must.
+    for (uintptr_t p = v[i].extent->base; p < v[i].extent->end(); p += kPage)
+      ASSERT_EQ(chunks_->lookup(ptr(p)), v[i].extent);
+  }
+  EXPECT_EQ(arena_.stats().regions, 1u);
+  // A returned slab's pages are the first ones reused (first fit).
+  arena_.free(&v[1], 1);
+  Lent again = arena_.alloc(16);
+  EXPECT_EQ(again.extent->base, base + 16 * kPage);
+  v[1] = again;
+  arena_.free(v.data(), v.size());
+}
+
+TEST_F(RegionTest, ARegionIsAdvisedAsHugePagesOnlyAfterItsPrefix) {
+  // Up to the 1 MiB prefix: small pages, no advice.
+  std::vector<Lent> v = carve(ArenaOptions().busy_prefix);
+  const uintptr_t base = v[0].extent->base;
+  EXPECT_EQ(madvises(MADV_HUGEPAGE), 0u);
+  EXPECT_EQ(arena_.stats().advised, 0u);
+  // One slab past it: the whole region is advised, once.
+  std::vector<Lent> more = carve(2 * 16 * kPage);
+  EXPECT_EQ(advised(MADV_HUGEPAGE, base, kRegionSize), 1u);
+  EXPECT_EQ(madvises(MADV_HUGEPAGE), 1u);
+  EXPECT_EQ(arena_.stats().advised, 1u);
+  arena_.free(v.data(), v.size());
+  arena_.free(more.data(), more.size());
+}
+
+TEST_F(RegionTest, ASmallProgramNeverAdvises) {
+  std::vector<Lent> v = carve(256 * 1024);
+  arena_.free(v.data(), v.size());
+  v = carve(256 * 1024);
+  EXPECT_EQ(madvises(MADV_HUGEPAGE), 0u);
+  arena_.free(v.data(), v.size());
+}
+
+TEST_F(RegionTest, NoAdviceWhenHugePagesAreOff) {
+  ArenaOptions o;
+  o.thp = false;
+  arena_.init(chunks_.get(), nullptr, o);
+  std::vector<Lent> v = carve(kRegionSize);
+  EXPECT_EQ(madvises(MADV_HUGEPAGE), 0u);
+  arena_.free(v.data(), v.size());
+}
+
+TEST_F(RegionTest, AnAdvisedRegionKeepsItsHugePageWhileInUse) {
+  std::vector<Lent> v = carve(kRegionSize);  // a whole, busy region
+  ASSERT_EQ(arena_.stats().advised, 1u);
+  const uintptr_t base = v[0].extent->base;
+  const size_t before = purges();
+  // Half of its slabs go: no purge of a few small pages inside the huge page.
+  std::vector<Lent> half(v.begin(), v.begin() + v.size() / 2);
+  arena_.free(half.data(), half.size());
+  EXPECT_EQ(purges(), before);
+  EXPECT_EQ(arena_.stats().dirty_pages, kRegionPages / 2);
+  // The rest go: the region is empty, kept whole for the next slab (one
+  // region is retained), still without a purge.
+  std::vector<Lent> rest(v.begin() + v.size() / 2, v.end());
+  arena_.free(rest.data(), rest.size());
+  EXPECT_EQ(purges(), before);
+  EXPECT_EQ(arena_.stats().regions, 1u);
+  // trim gives it back, purged whole: one range of exactly the huge page.
+  kernel_.reset_calls();
+  EXPECT_EQ(arena_.trim(), kRegionSize);
+  EXPECT_EQ(arena_.stats().regions, 0u);
+  EXPECT_EQ(chunks_->stats().active, 0u);
+  bool whole = false;
+  for (const auto& c : kernel_.calls())
+    if ((c.sys == test::Sys::kMadvise && c.arg == MADV_DONTNEED && addr(c.addr) == base &&
+         c.len == kRegionSize) ||
+        c.sys == test::Sys::kProcessMadvise)
+      whole = true;
+  EXPECT_TRUE(whole);
+  EXPECT_EQ(purges(), 1u);
+}
+
+TEST_F(RegionTest, ASecondEmptyRegionGoesBackWholeAtOnce) {
+  std::vector<Lent> a = carve(kRegionSize);
+  std::vector<Lent> b = carve(kRegionSize);
+  ASSERT_EQ(arena_.stats().regions, 2u);
+  arena_.free(a.data(), a.size());  // retained
+  const size_t before = purges();
+  const uint64_t releases = arena_.stats().region_releases;
+  arena_.free(b.data(), b.size());  // one too many: purged whole and given back
+  EXPECT_EQ(arena_.stats().regions, 1u);
+  EXPECT_EQ(arena_.stats().region_releases, releases + 1);
+  EXPECT_EQ(purges(), before + 1);
+  EXPECT_EQ(chunks_->stats().active, kRegionSize);
+  arena_.trim();
+}
+
+TEST_F(RegionTest, AnAlmostEmptyAdvisedRegionPurgesItsFreePages) {
+  std::vector<Lent> v = carve(kRegionSize);
+  // Keep 3 slabs (48 pages, under 1/8 of the region), return the rest.
+  std::vector<Lent> keep(v.begin(), v.begin() + 3);
+  std::vector<Lent> go(v.begin() + 3, v.end());
+  arena_.free(go.data(), go.size());
+  EXPECT_GT(arena_.stats().purged_pages, 0u);
+  EXPECT_EQ(arena_.stats().dirty_pages, 0u);
+  arena_.free(keep.data(), keep.size());
+  arena_.trim();
+}
+
+TEST_F(RegionTest, AnUnadvisedRegionPurgesSlabBySlab) {
+  std::vector<Lent> v = carve(8 * 16 * kPage);
+  Lent a = v[0], b = v[1];
+  std::vector<Lent> rest(v.begin() + 2, v.end());
+  arena_.free(&a, 1);
+  EXPECT_EQ(arena_.stats().purged_pages, 16u);
+  arena_.free(&b, 1);
+  EXPECT_EQ(arena_.stats().purged_pages, 32u);
+  EXPECT_EQ(arena_.stats().dirty_pages, 0u);
+  arena_.free(rest.data(), rest.size());
+  arena_.trim();
+}
+
+TEST_F(RegionTest, TrimPurgesEveryFreePageAndKeepsLiveSlabs) {
+  std::vector<Lent> v = carve(kRegionSize);
+  std::vector<Lent> keep(v.begin(), v.begin() + v.size() / 2);
+  std::vector<Lent> go(v.begin() + v.size() / 2, v.end());
+  arena_.free(go.data(), go.size());
+  ASSERT_EQ(arena_.stats().dirty_pages, kRegionPages / 2);
+  EXPECT_EQ(arena_.trim(), kRegionSize / 2);
+  EXPECT_EQ(arena_.stats().dirty_pages, 0u);
+  EXPECT_EQ(arena_.stats().slab_pages, kRegionPages / 2);
+  for (const Lent& l : keep) EXPECT_EQ(*static_cast<unsigned char*>(ptr(l.extent->base)), 0xab);
+  // The purged pages are reused and read as zero where never written again.
+  Lent again = arena_.alloc(16);
+  EXPECT_EQ(again.region, keep[0].region);
+  EXPECT_EQ(*static_cast<unsigned char*>(ptr(again.extent->base)), 0);
+  arena_.free(&again, 1);
+  arena_.free(keep.data(), keep.size());
+  arena_.trim();
+}
+
+TEST_F(RegionTest, OutOfMemoryIsNull) {
+  kernel_.fail(test::Sys::kMmap, ENOMEM, 100);
+  Lent l = arena_.alloc(16);
+  EXPECT_EQ(l.extent, nullptr);
+  kernel_.clear_failures();
+  l = arena_.alloc(16);
+  ASSERT_NE(l.extent, nullptr);
+  arena_.free(&l, 1);
+  EXPECT_EQ(arena_.alloc(0).extent, nullptr);
+  EXPECT_EQ(arena_.alloc(kRegionPages + 1).extent, nullptr);
+}
+
+TEST_F(RegionTest, BinsTakeTheirSlabsFromRegions) {
+  Bin bin;
+  size_t c = class_of(64);
+  bin.init(c, &arena_);
+  std::vector<void*> v(20000);  // about 1.3 MiB of 64-byte objects
+  ASSERT_EQ(bin.fill(v.data(), v.size()), v.size());
+  ArenaStats s = arena_.stats();
+  EXPECT_EQ(s.regions, 1u);
+  EXPECT_EQ(s.advised, 1u);
+  bin.flush(v.data(), v.size());
+  bin.trim();
+  arena_.trim();
+  EXPECT_EQ(chunks_->stats().active, 0u);
+}
+
+// ---- the prefault helper -------------------------------------------------
+
+class PrefaultTest : public RegionTest {
+ protected:
+  void SetUp() override {
+    RegionTest::SetUp();
+    pf_.init(os_.get(), true);
+    arena_.init(chunks_.get(), &pf_, ArenaOptions());
+  }
+  void TearDown() override { pf_.stop(); }
+  Prefaulter pf_;
+};
+
+TEST_F(PrefaultTest, StartsOnlyOnceARegionIsBusy) {
+  std::vector<Lent> v = carve(ArenaOptions().busy_prefix);
+  EXPECT_FALSE(pf_.start_pending());
+  EXPECT_TRUE(pf_.start());  // nothing asked for: nothing started
+  EXPECT_EQ(pf_.stats().starts, 0u);
+  EXPECT_FALSE(pf_.stats().running);
+  std::vector<Lent> more = carve(16 * kPage);
+  EXPECT_TRUE(pf_.start_pending());
+  ASSERT_TRUE(pf_.start());
+  EXPECT_FALSE(pf_.start_pending());
+  pf_.drain();
+  PrefaultStats s = pf_.stats();
+  EXPECT_EQ(s.starts, 1u);
+  EXPECT_TRUE(s.running);
+  EXPECT_GE(s.populated, 1u);
+  // It faulted in the stretch after the carve point, ahead of the owner.
+  const uintptr_t carve_point = more.back().extent->end();
+  EXPECT_EQ(advised(kMadvPopulateWrite, carve_point, ArenaOptions().prefault_ahead), 1u);
+  arena_.free(v.data(), v.size());
+  arena_.free(more.data(), more.size());
+}
+
+TEST_F(PrefaultTest, StopsCleanlyAndDropsLaterRequests) {
+  std::vector<Lent> v = carve(kRegionSize / 2 + 16 * kPage);
+  ASSERT_TRUE(pf_.start());
+  pf_.drain();
+  pf_.stop();
+  EXPECT_FALSE(pf_.stats().running);
+  pf_.stop();  // idempotent
+  const uint64_t dropped = pf_.stats().dropped;
+  std::vector<Lent> more = carve(32 * kPage);
+  EXPECT_FALSE(pf_.start_pending());
+  EXPECT_GT(pf_.stats().dropped, dropped);
+  arena_.free(v.data(), v.size());
+  arena_.free(more.data(), more.size());
+}
+
+TEST_F(PrefaultTest, DisabledNeverStarts) {
+  Prefaulter off;
+  off.init(os_.get(), false);
+  arena_.init(chunks_.get(), &off, ArenaOptions());
+  std::vector<Lent> v = carve(kRegionSize);
+  EXPECT_FALSE(off.start_pending());
+  EXPECT_EQ(madvises(kMadvPopulateWrite), 0u);
+  arena_.free(v.data(), v.size());
+}
+
+TEST_F(PrefaultTest, AForkedChildHasNoHelperAndStartsItsOwn) {
+  std::vector<Lent> v = carve(ArenaOptions().busy_prefix + 16 * kPage);
+  ASSERT_TRUE(pf_.start());
+  pf_.drain();
+  ASSERT_TRUE(pf_.stats().running);
+  arena_.prefork();
+  pf_.prefork();
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    pf_.postfork_child();
+    arena_.postfork_child();
+    int bad = 0;
+    if (pf_.stats().running) bad |= 1;
+    std::vector<Lent> more;
+    for (int i = 0; i < 4; i++) more.push_back(arena_.alloc(16));
+    if (!pf_.start_pending()) bad |= 2;
+    if (!pf_.start()) bad |= 4;
+    pf_.drain();
+    if (!pf_.stats().running || pf_.stats().starts != 2) bad |= 8;
+    pf_.stop();
+    if (pf_.stats().running) bad |= 16;
+    _exit(bad);
+  }
+  pf_.postfork_parent();
+  arena_.postfork_parent();
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_TRUE(pf_.stats().running);  // the parent's helper is untouched
+  arena_.free(v.data(), v.size());
+}
+
+}  // namespace
+}  // namespace ductile
