@@ -13,6 +13,9 @@ struct Region {
   uint32_t high = 0;     // the carve point: no page at or above it was ever lent
   uint32_t ahead = 0;    // pages below this were queued for the prefault helper
   uint32_t purging = 0;  // ranges of it in purge jobs now
+  // No run of free pages is longer than this (a search that failed found so;
+  // pages coming free raise it to "unknown", kRegionPages).
+  uint32_t longest = kRegionPages;
   bool busy = false;     // carved past the prefix
   bool advised = false;  // advised as huge pages
   Region* prev = nullptr;
@@ -31,31 +34,32 @@ void clear_bits(uint64_t* w, size_t first, size_t n) {
 }
 bool bit(const uint64_t* w, size_t i) { return (w[i / 64] >> (i % 64)) & 1; }
 
-// The first run of n clear bits, or kRegionPages.
-size_t find_run(const uint64_t* w, size_t n) {
-  size_t run = 0, start = 0;
-  for (size_t i = 0; i < kRegionPages;) {
-    const uint64_t word = w[i / 64];
-    if (i % 64 == 0 && word == 0) {
-      if (run == 0) start = i;
-      run += 64;
-      i += 64;
-      if (run >= n) return start;
-      continue;
-    }
-    if (i % 64 == 0 && word == ~uint64_t{0}) {
-      run = 0;
-      i += 64;
-      continue;
-    }
-    if (bit(w, i)) {
-      run = 0;
-    } else {
-      if (run == 0) start = i;
-      if (++run == n) return start;
-    }
-    i++;
+// The index of the first set bit at or after i in the bitmap `w` (each word
+// xor-ed with `flip`: ~0 finds clear bits), or kRegionPages.
+size_t next_bit(const uint64_t* w, size_t i, uint64_t flip) {
+  if (i >= kRegionPages) return kRegionPages;
+  size_t k = i / 64;
+  uint64_t word = (w[k] ^ flip) & (~uint64_t{0} << (i % 64));
+  while (word == 0) {
+    if (++k == kRegionWords) return kRegionPages;
+    word = w[k] ^ flip;
   }
+  return k * 64 + static_cast<size_t>(__builtin_ctzll(word));
+}
+
+// The first run of n clear bits, or kRegionPages; `longest` gets the
+// longest run seen when there is none (a hint for the next search).
+size_t find_run(const uint64_t* w, size_t n, size_t* longest) {
+  size_t best = 0;
+  for (size_t i = 0; i < kRegionPages;) {
+    const size_t start = next_bit(w, i, ~uint64_t{0});
+    if (start == kRegionPages) break;
+    const size_t end = next_bit(w, start, 0);
+    if (end - start >= n) return start;
+    if (end - start > best) best = end - start;
+    i = end;
+  }
+  *longest = best;
   return kRegionPages;
 }
 
@@ -151,9 +155,11 @@ Lent SlabArena::alloc(size_t pages) noexcept {
     Region* r = regions_;
     size_t at = kRegionPages;
     for (; r != nullptr; r = r->next) {
-      if (kRegionPages - r->live < pages) continue;
-      at = find_run(r->used, pages);
+      if (kRegionPages - r->live < pages || r->longest < pages) continue;
+      size_t longest = 0;
+      at = find_run(r->used, pages, &longest);
       if (at != kRegionPages) break;
+      r->longest = static_cast<uint32_t>(longest);
     }
     if (r == nullptr) {
       r = new_region();
@@ -222,6 +228,7 @@ void SlabArena::free(const Lent* v, size_t n) noexcept {
       const size_t np = e->size / kPage;
       chunks_->unlend(r->extent, e);
       clear_bits(r->used, first, np);
+      r->longest = kRegionPages;
       set_bits(r->dirty, first, np);
       r->live -= static_cast<uint32_t>(np);
       stats_.returns++;
@@ -265,6 +272,7 @@ size_t SlabArena::run(Job& job) noexcept {
     for (size_t i = 0; i < job.n; i++) {
       Region* r = job.piece[i].region;
       clear_bits(r->used, job.piece[i].first, job.piece[i].n);
+      r->longest = kRegionPages;
       if (i < done) {
         clear_bits(r->dirty, job.piece[i].first, job.piece[i].n);
         stats_.purged_pages += job.piece[i].n;

@@ -92,6 +92,33 @@ TEST_F(RegionTest, SlabsPackIntoOneAlignedRegionFromItsStart) {
   arena_.free(v.data(), v.size());
 }
 
+TEST_F(RegionTest, FirstFitFindsHolesAndSkipsRegionsTooFragmented) {
+  std::vector<Lent> v = carve(kRegionSize, 4);  // 128 slabs of 4 pages: one region
+  const uintptr_t base = v[0].extent->base;
+  std::vector<Lent> holes;
+  for (size_t i = 1; i < v.size(); i += 2) holes.push_back(v[i]);
+  arena_.free(holes.data(), holes.size());  // every other slab: 64 holes of 4 pages
+  // 8 pages fit in no hole: a second region; 4 pages take the first hole.
+  Lent big = arena_.alloc(8);
+  EXPECT_NE(big.region, v[0].region);
+  Lent big2 = arena_.alloc(8);  // the first region is known too fragmented now
+  EXPECT_EQ(big2.region, big.region);
+  Lent small = arena_.alloc(4);
+  EXPECT_EQ(small.extent->base, base + 4 * kPage);
+  // Two neighbouring holes merge into a run that fits 8 pages... after the
+  // slab between them goes.
+  Lent mid = v[2];
+  arena_.free(&mid, 1);  // pages 8..11 join holes 12..15 (4..7 is taken again)
+  Lent fits = arena_.alloc(8);
+  EXPECT_EQ(fits.extent->base, base + 8 * kPage);
+  std::vector<Lent> rest = {big, big2, small, fits};
+  for (size_t i = 0; i < v.size(); i += 2)
+    if (i != 2) rest.push_back(v[i]);
+  arena_.free(rest.data(), rest.size());
+  arena_.trim();
+  EXPECT_EQ(chunks_->stats().active, 0u);
+}
+
 TEST_F(RegionTest, ARegionIsAdvisedAsHugePagesOnlyAfterItsPrefix) {
   // Up to the 1 MiB prefix: small pages, no advice.
   std::vector<Lent> v = carve(ArenaOptions().busy_prefix);
