@@ -80,6 +80,7 @@ void* medium_from_chunks(size_t cls, size_t align, bool zero) {
   e->kind = ExtentKind::kMedium;
   e->size_class = static_cast<uint16_t>(cls);
   e->usable = size;
+  rt().chunks.tag_first_page(e, small::free_tag(cls));
   if (zero && !a.zeroed) std::memset(ptr(e->base), 0, size);
   return ptr(e->base);
 }
@@ -144,7 +145,8 @@ void flush_objects(size_t cls, void** items, size_t n, bool release) {
 // A full cache bin gives back its older half.
 void flush_half(ThreadCache* tc, size_t cls) {
   small::CacheBin& b = tc->bins[cls];
-  size_t n = b.cap > 1 ? b.cap / 2 : 1;
+  const size_t cap = small::cache_cap(cls);
+  size_t n = cap > 1 ? cap / 2 : 1;
   flush_objects(cls, b.items, n, false);
   std::memmove(b.items, b.items + n, (b.count - n) * sizeof(void*));
   b.count = static_cast<uint16_t>(b.count - n);
@@ -203,7 +205,7 @@ void* alloc_class(size_t cls, bool zero) {
   if (tc) {
     small::CacheBin& b = tc->bins[cls];
     if (b.count == 0 && small::is_small_class(cls))
-      b.count = static_cast<uint16_t>(rt().bins[cls].fill(b.items, b.cap / 2 ? b.cap / 2 : 1));
+      b.count = static_cast<uint16_t>(rt().bins[cls].fill(b.items, small::cache_cap(cls) > 1 ? small::cache_cap(cls) / 2 : 1));
     if (b.count != 0) {
       if (kStats) tc->allocated += small::class_size(cls);
       void* p = b.items[--b.count];
@@ -269,7 +271,7 @@ void cache_push(void* p, Extent* e) {
     return;
   }
   small::CacheBin& b = tc->bins[cls];
-  if (b.count == b.cap) flush_half(tc, cls);
+  if (b.count >= b.limit) flush_half(tc, cls);
   if (kStats) tc->deallocated += small::class_size(cls);
   b.items[b.count++] = p;
 }
@@ -407,6 +409,7 @@ size_t resize_in_place(void* p, size_t size, bool zero) noexcept {
     }
     e->size_class = static_cast<uint16_t>(cls);
     e->usable = want;
+    rt().chunks.tag_first_page(e, small::free_tag(cls));  // grow and shrink cleared it
     count_bytes(want, old);
     return want;
   }

@@ -2,6 +2,8 @@
 
 #include <new>
 
+#include "small/thread_cache.h"
+
 namespace ductile::small {
 
 namespace {
@@ -70,16 +72,19 @@ Slab* Bin::new_slab() noexcept {
   chunk::Allocation a = chunks_->alloc(bytes);
   if (a.extent == nullptr) return nullptr;
   Slab* s = SlabPool::get(chunks_->meta());
-  if (s == nullptr || !chunks_->map_interior(a.extent)) {
-    if (s) SlabPool::put(s);
-    chunks_->free(a.extent);
-    return nullptr;
-  }
   chunk::Extent* e = a.extent;
   e->kind = chunk::ExtentKind::kSlab;
   e->size_class = static_cast<uint16_t>(cls_);
   e->usable = size_;
   e->owner = s;
+  // Every page, tagged with the class: free() needs neither the extent nor the header.
+  if (s == nullptr || !chunks_->map_interior(e, free_tag(cls_))) {
+    if (s) SlabPool::put(s);
+    e->kind = chunk::ExtentKind::kNone;
+    e->owner = nullptr;
+    chunks_->free(e);
+    return nullptr;
+  }
   s->extent = e;
   s->base = e->base;
   s->nobjs = kClasses.objects_per_slab[cls_];
