@@ -58,6 +58,8 @@ size_t bootstrap_size(const void* p) {
 enum ThreadState : uint8_t { kNoCache, kHasCache, kExiting };
 __thread uint8_t t_state __attribute__((tls_model("initial-exec"))) = kNoCache;
 __thread bool t_initialising __attribute__((tls_model("initial-exec"))) = false;
+// This thread has made a free without a cache (see cache_for_free).
+__thread bool t_freed_uncached __attribute__((tls_model("initial-exec"))) = false;
 
 Mutex g_init_lock;
 pthread_key_t g_cache_key;
@@ -260,11 +262,27 @@ void* alloc_impl(size_t size, size_t align, bool zero) {
   return p;
 }
 
+// The cache a free goes to. A thread's first free, made before it has a
+// cache, goes straight back to the bin instead (nullptr): a thread that starts
+// by freeing a block another thread allocated -- a neighbour of that thread's
+// blocks -- then does not get it back from its next malloc (passive false
+// sharing, the cache-scratch workload). Its second free, or first malloc,
+// makes the cache, so a thread that only frees still frees through one.
+ThreadCache* cache_for_free() {
+  ThreadCache* tc = t_cache;
+  if (DUCTILE_LIKELY(tc != nullptr)) return tc;
+  if (t_state == kNoCache && !t_freed_uncached) {
+    t_freed_uncached = true;
+    return nullptr;
+  }
+  return create_cache();
+}
+
 // A freed small or medium block goes into the calling thread's cache (a full
 // cache bin first gives back its older half); without a cache, straight back.
 void cache_push(void* p, Extent* e) {
   size_t cls = e->size_class;
-  ThreadCache* tc = cache();
+  ThreadCache* tc = cache_for_free();
   if (tc == nullptr) {
     if (small::is_small_class(cls)) rt().bins[cls].flush(&p, 1);
     else rt().chunks.free(e);

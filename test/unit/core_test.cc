@@ -271,6 +271,31 @@ TEST(FreeTag, MediumResizedInPlaceIsTaggedWithItsNewClass) {
   ductile_free(q);
 }
 
+TEST(Threads, FirstFreeOfANewThreadIsNotReusedByIt) {
+  // Passive false sharing: this thread allocates neighbouring blocks and
+  // hands one to a new thread, which frees it and then allocates the same
+  // size. It must not get the handed block back (that block's cache line is
+  // shared with this thread's). Its second free goes to its own cache.
+  void* mine = ductile_malloc(8);
+  void* handed = ductile_malloc(8);
+  void* got = nullptr;
+  void* second = nullptr;
+  void* again = nullptr;
+  std::thread([&] {
+    ductile_free(handed);
+    got = ductile_malloc(8);
+    second = ductile_malloc(8);
+    ductile_free(second);
+    again = ductile_malloc(8);
+    ductile_free(again);
+    ductile_free(got);
+  }).join();
+  EXPECT_NE(got, handed);
+  EXPECT_NE(got, nullptr);
+  EXPECT_EQ(again, second);
+  ductile_free(mine);
+}
+
 TEST(Threads, ExitReturnsTheMemoryOfFreeSlabs) {
   uint64_t purged_before = core::rt().chunks.stats().purged_bytes;
   size_t cls = class_of(256);
