@@ -426,9 +426,9 @@ void ChunkLayer::forget(Extent* e) noexcept {
   recycle(e);
 }
 
-bool ChunkLayer::map_interior(Extent* e) noexcept {
+bool ChunkLayer::map_interior(Extent* e, uint16_t tag) noexcept {
   if (e == nullptr || e->state != ExtentState::kActive) return false;
-  if (!page_map_.set_range(e->base, e->size, e)) return false;
+  if (!page_map_.set_range(e->base, e->size, e, tag)) return false;
   e->interior_mapped = true;
   return true;
 }

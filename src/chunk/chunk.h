@@ -116,14 +116,25 @@ class ChunkLayer {
   // The extent whose first or last page holds `p`, or any page of an extent
   // that was map_interior()'d; nullptr for addresses ductile does not own.
   Extent* lookup(const void* p) const noexcept { return page_map_.lookup(addr(p)); }
-  // Maps every page of active extent `e` to it (for slabs).
-  [[nodiscard]] bool map_interior(Extent* e) noexcept;
+  // The raw page-map entry for p: the extent and the tag an upper layer set
+  // (PageMap::entry_extent, entry_tag); 0 where lookup() is nullptr.
+  DUCTILE_ALWAYS_INLINE uintptr_t lookup_entry(const void* p) const noexcept {
+    return page_map_.lookup_entry(addr(p));
+  }
+  // Maps every page of active extent `e` to it (for slabs), with `tag`. Also
+  // re-tags the pages of an extent already mapped so.
+  [[nodiscard]] bool map_interior(Extent* e, uint16_t tag = 0) noexcept;
+  // Tags the page-map entry of the first page of active extent `e` (owned
+  // by the caller). Any later change of e's boundaries (grow, shrink, free)
+  // clears it again.
+  void tag_first_page(Extent* e, uint16_t tag) noexcept { page_map_.set_tag(e->base, e, tag); }
   // Lends [base, base + size) of active, interior-mapped extent `parent` to
   // an upper layer that carves it further (a slab region's slabs): a new
-  // active extent with every page mapped to it. nullptr when metadata runs
-  // out. The chunk layer never frees or merges a lent extent.
+  // active extent with every page mapped to it (untagged; map_interior
+  // tags them). nullptr when metadata runs out. The chunk layer never frees
+  // or merges a lent extent.
   [[nodiscard]] Extent* lend(Extent* parent, uintptr_t base, size_t size) noexcept;
-  // Ends a lend: the pages map to `parent` again and `sub` is recycled.
+  // Ends a lend: the pages map to `parent` again, untagged, and `sub` is recycled.
   void unlend(Extent* parent, Extent* sub) noexcept;
 
   // Purges extents that have been dirty for at least the decay time.

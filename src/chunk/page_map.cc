@@ -2,7 +2,7 @@
 
 namespace ductile::chunk {
 
-std::atomic<Extent*>* PageMap::entry(uintptr_t a, bool create) noexcept {
+std::atomic<uintptr_t>* PageMap::entry(uintptr_t a, bool create) noexcept {
   if (!in_range(a)) return nullptr;
   size_t page = a >> kPageShift;
   std::atomic<Leaf*>& child = root_[page >> kLevelBits];
@@ -33,18 +33,26 @@ bool PageMap::ensure(uintptr_t a, size_t len) noexcept {
   return true;
 }
 
-bool PageMap::set_range(uintptr_t a, size_t len, Extent* e) noexcept {
+bool PageMap::set_range(uintptr_t a, size_t len, Extent* e, uint16_t tag) noexcept {
   if (!ensure(a, len)) return false;
-  for (uintptr_t p = a; p < a + len; p += kPage) entry(p, false)->store(e, std::memory_order_release);
+  const uintptr_t v = make_entry(e, tag);
+  for (uintptr_t p = a; p < a + len; p += kPage) entry(p, false)->store(v, std::memory_order_release);
   return true;
 }
 
+void PageMap::set_tag(uintptr_t a, Extent* e, uint16_t tag) noexcept {
+  std::atomic<uintptr_t>* slot = entry(a, false);
+  DUCTILE_CHECK(slot != nullptr && entry_extent(slot->load(std::memory_order_relaxed)) == e);
+  slot->store(make_entry(e, tag), std::memory_order_release);
+}
+
 bool PageMap::set_boundaries(Extent* e) noexcept {
-  std::atomic<Extent*>* first = entry(e->base, true);
-  std::atomic<Extent*>* last = entry(e->end() - kPage, true);
+  std::atomic<uintptr_t>* first = entry(e->base, true);
+  std::atomic<uintptr_t>* last = entry(e->end() - kPage, true);
   if (first == nullptr || last == nullptr) return false;
-  first->store(e, std::memory_order_release);
-  last->store(e, std::memory_order_release);
+  const uintptr_t v = make_entry(e, 0);
+  first->store(v, std::memory_order_release);
+  last->store(v, std::memory_order_release);
   return true;
 }
 

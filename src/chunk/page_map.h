@@ -8,6 +8,13 @@
 // Two levels rather than three: free() looks a pointer up on every call, and
 // each level is a dependent load. Readers use acquire loads; writers (under
 // the chunk layer's lock, or owning the extent) use release stores.
+//
+// An entry is the Extent* in its low 48 bits and a 16-bit *tag* in the high
+// bits (x86-64 and arm64 user addresses have them clear), which an upper
+// layer may set for its own fast path: free() reads a slab's size class there
+// instead of loading the extent. lookup() strips the tag; every write that
+// does not pass a tag clears it, so a tag never outlives the mapping it was
+// set with.
 #pragma once
 
 #include <atomic>
@@ -37,21 +44,35 @@ class PageMap {
   PageMap(const PageMap&) = delete;
   PageMap& operator=(const PageMap&) = delete;
 
-  static bool in_range(uintptr_t a) { return (a >> kAddressBits) == 0; }
+  static constexpr unsigned kTagShift = kAddressBits;
+  static constexpr uintptr_t kPointerMask = (uintptr_t{1} << kTagShift) - 1;
 
-  // nullptr when no extent was ever registered at that page.
-  Extent* lookup(uintptr_t a) const noexcept {
-    if (!in_range(a)) return nullptr;
+  static bool in_range(uintptr_t a) { return (a >> kAddressBits) == 0; }
+  static uintptr_t make_entry(Extent* e, uint16_t tag) {
+    DUCTILE_ASSERT(in_range(reinterpret_cast<uintptr_t>(e)));
+    return reinterpret_cast<uintptr_t>(e) | (static_cast<uintptr_t>(tag) << kTagShift);
+  }
+  static Extent* entry_extent(uintptr_t v) { return reinterpret_cast<Extent*>(v & kPointerMask); }
+  static uint16_t entry_tag(uintptr_t v) { return static_cast<uint16_t>(v >> kTagShift); }
+
+  // The raw entry (extent pointer and tag) of the page holding a; 0 when no
+  // extent was ever registered there.
+  DUCTILE_ALWAYS_INLINE uintptr_t lookup_entry(uintptr_t a) const noexcept {
+    if (!in_range(a)) return 0;
     size_t page = a >> kPageShift;
     Leaf* leaf = root_[page >> kLevelBits].load(std::memory_order_acquire);
-    if (leaf == nullptr) return nullptr;
+    if (leaf == nullptr) return 0;
     return leaf->slots[page & (kFanout - 1)].load(std::memory_order_acquire);
   }
+  // nullptr when no extent was ever registered at that page.
+  Extent* lookup(uintptr_t a) const noexcept { return entry_extent(lookup_entry(a)); }
 
-  // Maps every page of [a, a+len) to e. Fails only when metadata cannot be
-  // allocated; then nothing the caller relies on has changed for pages that
-  // could not be set (they keep their old value).
-  [[nodiscard]] bool set_range(uintptr_t a, size_t len, Extent* e) noexcept;
+  // Maps every page of [a, a+len) to e, with `tag`. Fails only when metadata
+  // cannot be allocated; then nothing the caller relies on has changed for
+  // pages that could not be set (they keep their old value).
+  [[nodiscard]] bool set_range(uintptr_t a, size_t len, Extent* e, uint16_t tag = 0) noexcept;
+  // Sets the tag of the page holding a, which must map to e already.
+  void set_tag(uintptr_t a, Extent* e, uint16_t tag) noexcept;
   // Maps the first and last page of e to e: enough for neighbour lookups.
   [[nodiscard]] bool set_boundaries(Extent* e) noexcept;
   // Pre-creates the nodes covering [a, a+len), so later sets cannot fail.
@@ -59,9 +80,9 @@ class PageMap {
 
  private:
   struct Leaf {
-    std::atomic<Extent*> slots[kFanout];
+    std::atomic<uintptr_t> slots[kFanout];
   };
-  std::atomic<Extent*>* entry(uintptr_t a, bool create) noexcept;
+  std::atomic<uintptr_t>* entry(uintptr_t a, bool create) noexcept;
 
   MetaAlloc& meta_;
   Mutex grow_lock_;  // serialises leaf creation only

@@ -58,6 +58,8 @@ size_t bootstrap_size(const void* p) {
 enum ThreadState : uint8_t { kNoCache, kHasCache, kExiting };
 __thread uint8_t t_state __attribute__((tls_model("initial-exec"))) = kNoCache;
 __thread bool t_initialising __attribute__((tls_model("initial-exec"))) = false;
+// This thread has made a free without a cache (see cache_for_free).
+__thread bool t_freed_uncached __attribute__((tls_model("initial-exec"))) = false;
 
 Mutex g_init_lock;
 pthread_key_t g_cache_key;
@@ -80,6 +82,7 @@ void* medium_from_chunks(size_t cls, size_t align, bool zero) {
   e->kind = ExtentKind::kMedium;
   e->size_class = static_cast<uint16_t>(cls);
   e->usable = size;
+  rt().chunks.tag_first_page(e, small::free_tag(cls));
   if (zero && !a.zeroed) std::memset(ptr(e->base), 0, size);
   return ptr(e->base);
 }
@@ -144,7 +147,8 @@ void flush_objects(size_t cls, void** items, size_t n, bool release) {
 // A full cache bin gives back its older half.
 void flush_half(ThreadCache* tc, size_t cls) {
   small::CacheBin& b = tc->bins[cls];
-  size_t n = b.cap > 1 ? b.cap / 2 : 1;
+  const size_t cap = small::cache_cap(cls);
+  size_t n = cap > 1 ? cap / 2 : 1;
   flush_objects(cls, b.items, n, false);
   std::memmove(b.items, b.items + n, (b.count - n) * sizeof(void*));
   b.count = static_cast<uint16_t>(b.count - n);
@@ -209,7 +213,7 @@ void* alloc_class(size_t cls, bool zero) {
   if (tc) {
     small::CacheBin& b = tc->bins[cls];
     if (b.count == 0 && small::is_small_class(cls)) {
-      b.count = static_cast<uint16_t>(rt().bins[cls].fill(b.items, b.cap / 2 ? b.cap / 2 : 1));
+      b.count = static_cast<uint16_t>(rt().bins[cls].fill(b.items, small::cache_cap(cls) > 1 ? small::cache_cap(cls) / 2 : 1));
       start_helper_if_asked();
     }
     if (b.count != 0) {
@@ -267,18 +271,34 @@ void* alloc_impl(size_t size, size_t align, bool zero) {
   return p;
 }
 
+// The cache a free goes to. A thread's first free, made before it has a
+// cache, goes straight back to the bin instead (nullptr): a thread that starts
+// by freeing a block another thread allocated -- a neighbour of that thread's
+// blocks -- then does not get it back from its next malloc (passive false
+// sharing, the cache-scratch workload). Its second free, or first malloc,
+// makes the cache, so a thread that only frees still frees through one.
+ThreadCache* cache_for_free() {
+  ThreadCache* tc = t_cache;
+  if (DUCTILE_LIKELY(tc != nullptr)) return tc;
+  if (t_state == kNoCache && !t_freed_uncached) {
+    t_freed_uncached = true;
+    return nullptr;
+  }
+  return create_cache();
+}
+
 // A freed small or medium block goes into the calling thread's cache (a full
 // cache bin first gives back its older half); without a cache, straight back.
 void cache_push(void* p, Extent* e) {
   size_t cls = e->size_class;
-  ThreadCache* tc = cache();
+  ThreadCache* tc = cache_for_free();
   if (tc == nullptr) {
     if (small::is_small_class(cls)) rt().bins[cls].flush(&p, 1);
     else rt().chunks.free(e);
     return;
   }
   small::CacheBin& b = tc->bins[cls];
-  if (b.count == b.cap) flush_half(tc, cls);
+  if (b.count >= b.limit) flush_half(tc, cls);
   if (kStats) tc->deallocated += small::class_size(cls);
   b.items[b.count++] = p;
 }
@@ -420,6 +440,7 @@ size_t resize_in_place(void* p, size_t size, bool zero) noexcept {
     }
     e->size_class = static_cast<uint16_t>(cls);
     e->usable = want;
+    rt().chunks.tag_first_page(e, small::free_tag(cls));  // grow and shrink cleared it
     count_bytes(want, old);
     return want;
   }

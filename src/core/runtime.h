@@ -80,30 +80,38 @@ size_t trim() noexcept;
 // Makes the runtime ready; false while it is being made by this very thread.
 bool ensure_ready() noexcept;
 
+// Every size below the huge threshold has a cache bin, and the threshold is
+// above small::kMaxTableSize, so table-classed sizes skip the threshold test.
 DUCTILE_ALWAYS_INLINE void* alloc(size_t size) noexcept {
   small::ThreadCache* tc = t_cache;
-  if (DUCTILE_LIKELY(tc != nullptr && size < g_huge_threshold)) {
-    size_t cls = small::class_of(size);
+  if (DUCTILE_LIKELY(tc != nullptr)) {
+    size_t cls;
+    if (DUCTILE_LIKELY(size <= small::kMaxTableSize)) cls = small::class_of_table(size);
+    else if (size < g_huge_threshold) cls = small::class_of_formula(size);
+    else return alloc_slow(size);
     small::CacheBin& b = tc->bins[cls];
     if (DUCTILE_LIKELY(b.count != 0)) {
-      if (kStats) tc->allocated += small::class_size(cls);
+      if (kStats) tc->allocated += b.size;
       return b.items[--b.count];
     }
   }
   return alloc_slow(size);
 }
 
+// The page-map entry's tag (small::free_tag) gives the class of a slab's
+// objects and of a medium block freed by its first page, so the common free
+// loads no extent: TLS, the page map's root and leaf, the cache bin.
 DUCTILE_ALWAYS_INLINE void dealloc(void* p) noexcept {
   small::ThreadCache* tc = t_cache;
-  if (DUCTILE_LIKELY(tc != nullptr && p != nullptr)) {
-    chunk::Extent* e = rt().chunks.lookup(p);
-    // Small objects, and medium blocks freed by their start address.
-    if (DUCTILE_LIKELY(e != nullptr && (e->kind == chunk::ExtentKind::kSlab ||
-                                        (e->kind == chunk::ExtentKind::kMedium && addr(p) == e->base)))) {
-      size_t cls = e->size_class;
+  if (DUCTILE_LIKELY(tc != nullptr)) {
+    // No tag (0, also for nullptr and foreign pointers) wraps to a huge class.
+    size_t cls = size_t{chunk::PageMap::entry_tag(rt().chunks.lookup_entry(p))} - 1;
+    // A medium block only by its start: page aligned on its (tagged) first page.
+    if (DUCTILE_LIKELY(cls < small::kNumSmall ||
+                       (cls < small::kNumClasses && (addr(p) & (kPage - 1)) == 0))) {
       small::CacheBin& b = tc->bins[cls];
-      if (DUCTILE_LIKELY(b.count < b.cap)) {
-        if (kStats) tc->deallocated += small::class_size(cls);
+      if (DUCTILE_LIKELY(b.count < b.limit)) {
+        if (kStats) tc->deallocated += b.size;
         b.items[b.count++] = p;
         return;
       }

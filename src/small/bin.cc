@@ -2,6 +2,8 @@
 
 #include <new>
 
+#include "small/thread_cache.h"
+
 namespace ductile::small {
 
 namespace {
@@ -69,15 +71,19 @@ Slab* Bin::new_slab() noexcept {
   Lent a = arena_->alloc(kClasses.slab_pages[cls_]);
   if (a.extent == nullptr) return nullptr;
   Slab* s = SlabPool::get(arena_->chunks().meta());
-  if (s == nullptr) {
-    arena_->free(&a, 1);
-    return nullptr;
-  }
   chunk::Extent* e = a.extent;
   e->kind = chunk::ExtentKind::kSlab;
   e->size_class = static_cast<uint16_t>(cls_);
   e->usable = size_;
   e->owner = s;
+  // Every page, tagged with the class: free() needs neither the extent nor the header.
+  if (s == nullptr || !arena_->chunks().map_interior(e, free_tag(cls_))) {
+    if (s) SlabPool::put(s);
+    e->kind = chunk::ExtentKind::kNone;
+    e->owner = nullptr;
+    arena_->free(&a, 1);
+    return nullptr;
+  }
   s->extent = e;
   s->region = a.region;
   s->base = e->base;

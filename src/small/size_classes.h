@@ -109,13 +109,21 @@ constexpr size_t index_of(size_t size) {
 inline constexpr size_t kClass1024 = detail::index_of(1024);
 inline constexpr size_t kNumSmall = kClasses.num_small;
 
-// The class for `size` (<= kMaxClassSize). Size 0 is class 0 (8 bytes).
-DUCTILE_ALWAYS_INLINE size_t class_of(size_t size) {
-  if (DUCTILE_LIKELY(size <= 1024)) return kClasses.small_lookup[(size + 7) >> 3];
+// Sizes up to this one are classed by the table.
+inline constexpr size_t kMaxTableSize = 1024;
+// The class for a size <= kMaxTableSize: one table load.
+DUCTILE_ALWAYS_INLINE size_t class_of_table(size_t size) { return kClasses.small_lookup[(size + 7) >> 3]; }
+// The class for a size in (kMaxTableSize, kMaxClassSize].
+DUCTILE_ALWAYS_INLINE size_t class_of_formula(size_t size) {
   // Four classes per doubling: find the power of two below size-1, then the quarter.
   size_t lg = 63 - static_cast<size_t>(__builtin_clzll(size - 1));  // size-1 in [2^lg, 2^(lg+1))
   size_t quarter = ((size - 1) >> (lg - 2)) & 3;
   return kClass1024 + 1 + (lg - 10) * 4 + quarter;
+}
+// The class for `size` (<= kMaxClassSize). Size 0 is class 0 (8 bytes).
+DUCTILE_ALWAYS_INLINE size_t class_of(size_t size) {
+  if (DUCTILE_LIKELY(size <= kMaxTableSize)) return class_of_table(size);
+  return class_of_formula(size);
 }
 
 DUCTILE_ALWAYS_INLINE size_t class_size(size_t cls) { return kClasses.size[cls]; }

@@ -33,11 +33,22 @@ constexpr size_t total_slots() {
 
 inline constexpr size_t kCacheSlots = detail::total_slots();
 
+// Slots of the cache bin of class cls.
+DUCTILE_ALWAYS_INLINE uint16_t cache_cap(size_t cls) { return detail::cache_slots_for(kClasses.size[cls]); }
+
+// 16 bytes, so that a bin is found with one shift.
 struct CacheBin {
-  void** items;  // stack: items[count-1] is the newest
+  void** items;   // stack: items[count-1] is the newest
   uint16_t count;
-  uint16_t cap;
+  uint16_t limit; // free() pushes while count < limit (the bin's cache_cap)
+  uint32_t size;  // the class size, for the byte counters
 };
+static_assert(sizeof(CacheBin) == 16);
+
+// The page-map tag (chunk::PageMap) of slab pages and of a medium block's
+// first page: the size class + 1, so that free() finds the cache bin without
+// loading the extent. 0 (no tag) sends free() to the slow path.
+DUCTILE_ALWAYS_INLINE constexpr uint16_t free_tag(size_t cls) { return static_cast<uint16_t>(cls + 1); }
 
 struct ThreadCache {
   CacheBin bins[kNumClasses];
@@ -52,8 +63,9 @@ struct ThreadCache {
     for (size_t c = 0; c < kNumClasses; c++) {
       bins[c].items = &slots[off];
       bins[c].count = 0;
-      bins[c].cap = detail::cache_slots_for(kClasses.size[c]);
-      off += bins[c].cap;
+      bins[c].limit = cache_cap(c);
+      bins[c].size = kClasses.size[c];
+      off += bins[c].limit;
     }
     allocated = deallocated = 0;
   }

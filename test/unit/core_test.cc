@@ -220,6 +220,82 @@ TEST_P(Hysteresis, OneBlockAllocFreeMakesNoChunkOrOsCalls) {
 
 INSTANTIATE_TEST_SUITE_P(Sizes, Hysteresis, ::testing::Values(16, 4096, 65536, 1 << 20));
 
+// free() reads the class from the page-map tag: every page of a slab and the
+// first page of a medium block carry their class's tag, interior and last
+// pages of medium blocks and every page of a huge block none.
+uint16_t tag_of(const void* p) { return chunk::PageMap::entry_tag(core::rt().chunks.lookup_entry(p)); }
+
+TEST(FreeTag, EveryClassIsTaggedWhereFreeLooks) {
+  for (size_t c = 0; c < small::kNumClasses; c++) {
+    size_t size = class_size(c);
+    if (size >= core::g_huge_threshold) break;
+    char* p = static_cast<char*>(ductile_malloc(size));
+    ASSERT_NE(p, nullptr);
+    chunk::Extent* e = core::rt().chunks.lookup(p);
+    ASSERT_NE(e, nullptr) << size;
+    EXPECT_EQ(e->size_class, c);
+    EXPECT_EQ(tag_of(p), small::free_tag(c)) << size;
+    if (small::is_small_class(c)) {
+      EXPECT_EQ(e->kind, chunk::ExtentKind::kSlab);
+      for (uintptr_t a = e->base; a < e->end(); a += kPage) EXPECT_EQ(tag_of(ptr(a)), small::free_tag(c));
+    } else {
+      EXPECT_EQ(e->kind, chunk::ExtentKind::kMedium);
+      EXPECT_EQ(tag_of(p + kPage), 0u);             // not mapped
+      EXPECT_EQ(tag_of(p + size - 1), 0u);          // last page: boundary only
+      ductile_free(p + 8);                          // not a block start: ignored
+      EXPECT_EQ(core::rt().chunks.lookup(p)->state, chunk::ExtentState::kActive);
+    }
+    ductile_free(p);
+  }
+  void* h = ductile_malloc(core::g_huge_threshold);
+  EXPECT_EQ(tag_of(h), 0u);
+  ductile_free(h);
+}
+
+TEST(FreeTag, MediumResizedInPlaceIsTaggedWithItsNewClass) {
+  size_t from = 40 * 1024, to = 100 * 1024;
+  char* p = static_cast<char*>(ductile_malloc(from));
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(tag_of(p), small::free_tag(class_of(from)));
+  size_t got = ductile_xallocx(p, to, 0, 0);
+  if (got >= to) EXPECT_EQ(tag_of(p), small::free_tag(class_of(to)));
+  else EXPECT_EQ(tag_of(p), small::free_tag(class_of(from)));
+  EXPECT_EQ(ductile_xallocx(p, from, 0, 0), class_size(class_of(from)));
+  EXPECT_EQ(tag_of(p), small::free_tag(class_of(from)));
+  EXPECT_EQ(ductile_malloc_usable_size(p), class_size(class_of(from)));
+  ductile_free(p);
+  // The freed block is reused by its class, not by the class it had grown to.
+  void* q = ductile_malloc(from);
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(ductile_malloc_usable_size(q), class_size(class_of(from)));
+  ductile_free(q);
+}
+
+TEST(Threads, FirstFreeOfANewThreadIsNotReusedByIt) {
+  // Passive false sharing: this thread allocates neighbouring blocks and
+  // hands one to a new thread, which frees it and then allocates the same
+  // size. It must not get the handed block back (that block's cache line is
+  // shared with this thread's). Its second free goes to its own cache.
+  void* mine = ductile_malloc(8);
+  void* handed = ductile_malloc(8);
+  void* got = nullptr;
+  void* second = nullptr;
+  void* again = nullptr;
+  std::thread([&] {
+    ductile_free(handed);
+    got = ductile_malloc(8);
+    second = ductile_malloc(8);
+    ductile_free(second);
+    again = ductile_malloc(8);
+    ductile_free(again);
+    ductile_free(got);
+  }).join();
+  EXPECT_NE(got, handed);
+  EXPECT_NE(got, nullptr);
+  EXPECT_EQ(again, second);
+  ductile_free(mine);
+}
+
 TEST(Threads, ExitReturnsTheMemoryOfFreeSlabs) {
   // Counted at the OS layer: slab regions purged whole by the chunk layer and
   // free pages purged inside regions alike.

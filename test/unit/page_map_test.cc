@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "chunk/page_map.h"
+#include "small/thread_cache.h"
 #include "support/fake_kernel.h"
 
 namespace ductile {
@@ -25,6 +26,46 @@ TEST(PageMap, SetAndLookup) {
   EXPECT_EQ(map.lookup(e.end()), nullptr);
   EXPECT_EQ(map.lookup(uintptr_t{1} << 48), nullptr);  // beyond 48-bit addresses
   EXPECT_FALSE(map.ensure(uintptr_t{1} << 48, kPage));
+}
+
+TEST(PageMap, TagsRoundTripAndLookupIgnoresThem) {
+  test::FakeKernel k;
+  os::Os os(k);
+  chunk::MetaAlloc meta(os);
+  chunk::PageMap map(meta);
+  chunk::Extent e;
+  e.base = uintptr_t{7} << 40;
+  e.size = 16 * kPage;
+  ASSERT_TRUE(map.set_range(e.base, e.size, &e));
+  EXPECT_EQ(chunk::PageMap::entry_tag(map.lookup_entry(e.base)), 0u);
+  // Every class's tag, and the extremes of the 16 bits, read back exactly;
+  // lookup() still answers the extent, on every page.
+  for (size_t c = 0; c < small::kNumClasses; c++) {
+    uint16_t tag = small::free_tag(c);
+    ASSERT_NE(tag, 0u);
+    ASSERT_TRUE(map.set_range(e.base, e.size, &e, tag));
+    for (size_t i = 0; i < 16; i++) {
+      uintptr_t v = map.lookup_entry(e.base + i * kPage + 8);
+      EXPECT_EQ(chunk::PageMap::entry_tag(v), tag);
+      EXPECT_EQ(chunk::PageMap::entry_extent(v), &e);
+      EXPECT_EQ(map.lookup(e.base + i * kPage), &e);
+    }
+  }
+  for (uint16_t tag : {uint16_t{1}, uint16_t{0x8000}, uint16_t{0xffff}}) {
+    map.set_tag(e.base, &e, tag);
+    EXPECT_EQ(chunk::PageMap::entry_tag(map.lookup_entry(e.base)), tag);
+    EXPECT_EQ(map.lookup(e.base), &e);
+    EXPECT_EQ(map.lookup(e.base + kPage), &e);  // only that page changed
+    EXPECT_NE(chunk::PageMap::entry_tag(map.lookup_entry(e.base + kPage)), tag);
+  }
+  // A write without a tag clears it: set_range and set_boundaries alike.
+  ASSERT_TRUE(map.set_range(e.base, kPage, &e));
+  EXPECT_EQ(chunk::PageMap::entry_tag(map.lookup_entry(e.base)), 0u);
+  map.set_tag(e.end() - kPage, &e, 5);
+  ASSERT_TRUE(map.set_boundaries(&e));
+  EXPECT_EQ(chunk::PageMap::entry_tag(map.lookup_entry(e.end() - kPage)), 0u);
+  EXPECT_EQ(map.lookup_entry(e.end()), 0u);
+  EXPECT_EQ(map.lookup_entry(uintptr_t{1} << 48), 0u);
 }
 
 TEST(PageMap, NodeAllocationFailureIsReported) {

@@ -56,8 +56,10 @@ TEST(ThreadCacheLayout, SlotsPartitionTheArray) {
   size_t total = 0;
   for (size_t c = 0; c < kNumClasses; c++) {
     EXPECT_EQ(tc->bins[c].items, &tc->slots[total]);
-    EXPECT_GE(tc->bins[c].cap, 1u);
-    total += tc->bins[c].cap;
+    EXPECT_GE(small::cache_cap(c), 1u);
+    EXPECT_EQ(tc->bins[c].limit, small::cache_cap(c));
+    EXPECT_EQ(tc->bins[c].size, small::class_size(c));
+    total += small::cache_cap(c);
   }
   EXPECT_EQ(total, kCacheSlots);
 }
