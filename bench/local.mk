@@ -98,7 +98,8 @@ ductile_workloads = \
 	bench/workloads/churn \
 	bench/workloads/thread_churn \
 	bench/workloads/vecstr \
-	bench/workloads/tree
+	bench/workloads/tree \
+	bench/workloads/trim_rss
 EXTRA_PROGRAMS += $(ductile_workloads)
 CLEANFILES += $(ductile_workloads)
 
@@ -125,6 +126,10 @@ bench_workloads_vecstr_SOURCES = bench/workloads/vecstr.cc bench/workloads/wl.h
 bench_workloads_vecstr_CXXFLAGS = -Wall -Wextra
 bench_workloads_tree_SOURCES = bench/workloads/tree.cc bench/workloads/wl.h
 bench_workloads_tree_CXXFLAGS = -Wall -Wextra
+bench_workloads_trim_rss_SOURCES = bench/workloads/trim_rss.c bench/workloads/wl.h
+bench_workloads_trim_rss_CFLAGS = $(wl_cflags)
+bench_workloads_trim_rss_LDFLAGS = $(wl_ldflags)
+bench_workloads_trim_rss_LDADD = -ldl
 
 COMPARE_WORKLOADS_FLAGS =
 .PHONY: compare-workloads workloads
