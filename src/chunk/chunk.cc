@@ -222,7 +222,16 @@ Allocation ChunkLayer::alloc(size_t size, size_t align, size_t commit) noexcept 
   maybe_decay();
   LockGuard g(lock_);
   Extent* e = dirty_.find(size, align);
-  if (e == nullptr) e = clean_.find(size, align);
+  if (e == nullptr) {
+    // No dirty extent holds it alone: dirty pages together with the free run
+    // next to them still beat untouched space (each untouched page faults,
+    // and the dirty ones would only wait for decay).
+    if (Extent* r = take_dirty_run(size, align)) {
+      stats_.allocs++;
+      return {r, false};
+    }
+    e = clean_.find(size, align);
+  }
   if (e == nullptr) {
     if (!reserve_more(size, align)) return {};
     e = clean_.find(size, align);
@@ -242,6 +251,87 @@ Allocation ChunkLayer::alloc(size_t size, size_t align, size_t commit) noexcept 
   stats_.active += e->size;
   stats_.allocs++;
   return {e, zeroed};
+}
+
+namespace {
+// How many dirty extents take_dirty_run() looks at (the largest first), and
+// how many free neighbours on each side of one it walks.
+constexpr size_t kRunCandidates = 16;
+constexpr size_t kRunSide = 8;
+}  // namespace
+
+Extent* ChunkLayer::take_dirty_run(size_t size, size_t align) noexcept {
+  Extent* cand[kRunCandidates];
+  const size_t nc = dirty_.largest(cand, kRunCandidates);
+  // A piece of a run: free and committed (under strict overcommit the window
+  // is then committed as a whole and needs no system call).
+  auto joins = [](const Extent* n) {
+    return n != nullptr && (n->state == ExtentState::kDirty || n->state == ExtentState::kClean) && n->committed;
+  };
+  uintptr_t best = 0;
+  Extent* best_piece = nullptr;  // the piece that holds `best`
+  size_t best_dirty = 0;
+  for (size_t c = 0; c < nc; c++) {
+    Extent* d = cand[c];
+    if (d->size <= best_dirty || !d->committed) continue;  // d cannot beat the best
+    // The run of adjacent free extents around d: run[lo, hi).
+    Extent* run[2 * kRunSide + 1];
+    size_t lo = kRunSide, hi = kRunSide + 1;
+    run[lo] = d;
+    while (lo > 0 && run[lo]->base >= kPage) {
+      Extent* p = page_map_.lookup(run[lo]->base - kPage);
+      if (!joins(p) || p->end() != run[lo]->base) break;
+      run[--lo] = p;
+    }
+    while (hi < 2 * kRunSide + 1) {
+      Extent* n = page_map_.lookup(run[hi - 1]->end());
+      if (!joins(n) || n->base != run[hi - 1]->end()) break;
+      run[hi++] = n;
+    }
+    const uintptr_t r0 = run[lo]->base, r1 = run[hi - 1]->end();
+    if (r1 - r0 < size) continue;
+    // Two placements: from d's start, and ending at d's end (or as close
+    // before it as the alignment allows); each reaches into the run.
+    uintptr_t late = d->end() - r0 >= size ? d->end() - size : r0;
+    uintptr_t starts[2] = {align_up(d->base, align), align_down(late, align)};
+    if (starts[1] < r0) starts[1] = align_up(r0, align);
+    for (uintptr_t st : starts) {
+      if (st < r0 || st >= r1 || r1 - st < size) continue;
+      const uintptr_t en = st + size;
+      size_t dirty = 0;
+      Extent* piece = nullptr;
+      for (size_t i = lo; i < hi; i++) {
+        Extent* n = run[i];
+        if (n->base <= st && st < n->end()) piece = n;
+        if (n->state != ExtentState::kDirty) continue;
+        uintptr_t a = n->base > st ? n->base : st;
+        uintptr_t b = n->end() < en ? n->end() : en;
+        if (b > a) dirty += b - a;
+      }
+      if (dirty > best_dirty) {
+        best_dirty = dirty;
+        best = st;
+        best_piece = piece;
+      }
+    }
+  }
+  if (best_piece == nullptr) return nullptr;
+  // Cut the window's first piece out, then grow it over the rest of the run
+  // (grow_locked checks the run again and changes nothing when it fails).
+  const ExtentState state = best_piece->state;
+  set_for(state).remove(best_piece);
+  const size_t first = best_piece->end() - best < size ? best_piece->end() - best : size;
+  Extent* e = carve(best_piece, best, first);
+  if (e == nullptr) return nullptr;
+  e->state = ExtentState::kActive;
+  (void)page_map_.set_boundaries(e);
+  stats_.active += e->size;
+  if (first < size && grow_locked(e, size, false, false).path == GrowPath::kRefused) {
+    stats_.active -= e->size;
+    insert_free(e, state);  // merges back with the head carve() cut off
+    return nullptr;
+  }
+  return e;
 }
 
 Allocation ChunkLayer::alloc_at(uintptr_t a, size_t size) noexcept {
@@ -275,8 +365,14 @@ GrowResult ChunkLayer::grow(Extent* e, size_t new_size, bool may_map) noexcept {
   const uintptr_t start = e->end();
   const uintptr_t end = e->base + new_size;
   if (end < start || !PageMap::in_range(end)) return {};
-  const bool strict = os_.features().strict_overcommit;
   LockGuard g(lock_);
+  return grow_locked(e, new_size, may_map, true);
+}
+
+GrowResult ChunkLayer::grow_locked(Extent* e, size_t new_size, bool may_map, bool count) noexcept {
+  const uintptr_t start = e->end();
+  const uintptr_t end = e->base + new_size;
+  const bool strict = os_.features().strict_overcommit;
   // The run of free extents from e's end towards `end`. Dirty and clean
   // extents never coalesce, so a block that grows past what was faulted in
   // last time meets a dirty extent followed by a clean one: take them all.
@@ -286,7 +382,7 @@ GrowResult ChunkLayer::grow(Extent* e, size_t new_size, bool may_map) noexcept {
     Extent* n = page_map_.lookup(cur);
     if (n == nullptr) break;  // not ours from here on
     if (n->base != cur || (n->state != ExtentState::kDirty && n->state != ExtentState::kClean)) {
-      stats_.alloc_at_refusals++;
+      if (count) stats_.alloc_at_refusals++;
       return {};
     }
     zeroed = zeroed && n->state == ExtentState::kClean;
@@ -298,7 +394,7 @@ GrowResult ChunkLayer::grow(Extent* e, size_t new_size, bool may_map) noexcept {
   size_t map = 0;
   if (cur < end) {
     if (!may_map) {
-      stats_.alloc_at_refusals++;
+      if (count) stats_.alloc_at_refusals++;
       return {};
     }
     map = align_up(end - cur, kHugePage);
@@ -370,7 +466,7 @@ GrowResult ChunkLayer::grow(Extent* e, size_t new_size, bool may_map) noexcept {
   (void)page_map_.set_boundaries(e);
   if (rest) insert_free(rest, ExtentState::kClean);
   stats_.active += end - start;
-  if (run_end > start) stats_.alloc_at_hits++;
+  if (count && run_end > start) stats_.alloc_at_hits++;
   return {map != 0 ? GrowPath::kMapped : GrowPath::kNeighbour, zeroed};
 }
 

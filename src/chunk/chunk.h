@@ -8,10 +8,14 @@
 //    taken). Consecutive reservations are adjacent, so their free space
 //    coalesces and huge blocks can grow across them.
 //  * Free extents are retained: dirty (maybe resident) first, reused before
-//    clean ones; a dirty extent is purged only after it has stayed unused for
-//    the decay time (the hysteresis: a size that drains and refills within
-//    the decay time costs no system call), in batches through the OS layer.
-//    trim() purges everything retained now.
+//    clean ones -- also when no dirty extent holds a request alone: it then
+//    takes a dirty extent together with the free run next to it, so that
+//    freed pages are written again before untouched ones are faulted in
+//    while the dirty ones pile up awaiting decay. A dirty extent is purged
+//    only after it has stayed unused for the decay time (the hysteresis: a
+//    size that drains and refills within the decay time costs no system
+//    call), in batches through the OS layer. trim() purges everything
+//    retained now.
 //  * "The extent that starts exactly at A": alloc_at() and grow() answer it,
 //    from a free extent there or (grow) by mapping fresh space there.
 //  * lookup() answers which extent owns an address without taking a lock.
@@ -85,9 +89,13 @@ class ChunkLayer {
   ChunkLayer& operator=(const ChunkLayer&) = delete;
 
   // An extent of `size` bytes (a page multiple) at an `align`-aligned address
-  // (a power of two, at least a page). Dirty extents are preferred to clean
-  // ones, and both to new reservations. In strict overcommit mode only the
-  // first `commit` bytes are committed (all of it by default).
+  // (a power of two, at least a page). In this order: a dirty extent that
+  // holds it alone (the smallest); a window over a dirty extent and the free
+  // extents (dirty or clean) adjacent to it, placed to reuse the most dirty
+  // bytes (starting at a dirty extent's start, or ending at its end); a clean
+  // extent; a new reservation. zeroed only when all of it was clean. In
+  // strict overcommit mode only the first `commit` bytes are committed (all
+  // of it by default; a window is made of committed extents only).
   [[nodiscard]] Allocation alloc(size_t size, size_t align = kPage, size_t commit = SIZE_MAX) noexcept;
   // The free extent that starts exactly at `a`, cut to `size` bytes; refused
   // (extent == nullptr) when no free extent of at least that size starts there.
@@ -163,6 +171,14 @@ class ChunkLayer {
   // set); the head and tail pieces go back. Returns e, now covering exactly
   // the piece, or nullptr (e reinserted) if metadata ran out.
   Extent* carve(Extent* e, uintptr_t start, size_t size) noexcept;
+  // When no dirty extent holds `size` bytes alone: the `align`ed window of
+  // `size` bytes over a run of adjacent free extents (dirty and clean) that
+  // covers the most dirty bytes, taken and returned active (stats_.active
+  // counted); nullptr when no run around the largest dirty extents holds one.
+  Extent* take_dirty_run(size_t size, size_t align) noexcept;
+  // grow() with the lock held; `count` says whether to count at-address hits
+  // and refusals.
+  GrowResult grow_locked(Extent* e, size_t new_size, bool may_map, bool count) noexcept;
   bool reserve_more(size_t size, size_t align) noexcept;
   // Where the next reservation is tried: process-wide unless first_hint was given.
   uintptr_t cursor() const noexcept;

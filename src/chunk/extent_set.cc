@@ -87,4 +87,16 @@ Extent* ExtentSet::find(size_t size, size_t align) const noexcept {
   return nullptr;
 }
 
+size_t ExtentSet::largest(Extent** out, size_t max) const noexcept {
+  size_t n = 0;
+  for (size_t w = kBuckets / 64; w-- > 0 && n < max;) {
+    for (uint64_t bits = nonempty_[w]; bits != 0 && n < max;) {
+      unsigned top = 63u - static_cast<unsigned>(__builtin_clzll(bits));
+      bits &= ~(uint64_t{1} << top);
+      for (Extent* e = heads_[w * 64 + top]; e != nullptr && n < max; e = e->next) out[n++] = e;
+    }
+  }
+  return n;
+}
+
 }  // namespace ductile::chunk

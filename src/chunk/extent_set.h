@@ -32,6 +32,10 @@ class ExtentSet {
   Extent* find(size_t size, size_t align) const noexcept;
   // The extent inserted longest ago, or nullptr.
   Extent* oldest() const noexcept { return age_head_; }
+  // Up to `max` extents into `out`, the largest buckets first (within a
+  // bucket, newest first): the candidates for reuse when none fits alone.
+  // Returns how many.
+  size_t largest(Extent** out, size_t max) const noexcept;
 
   size_t bytes() const noexcept { return bytes_; }
   size_t count() const noexcept { return count_; }

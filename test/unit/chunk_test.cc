@@ -146,6 +146,93 @@ TEST_F(ChunkTest, DirtyAndCleanDoNotCoalesce) {
   EXPECT_EQ(layer_->lookup(ptr(base + 4 * kPage))->state, ExtentState::kDirty);
 }
 
+// No dirty extent holds the request alone: the dirty pages are reused
+// together with the free run next to them rather than left to decay while
+// untouched space is faulted in.
+TEST_F(ChunkTest, DirtyExtentTooSmallAloneIsTakenWithTheCleanRunAfterIt) {
+  Extent* a = alloc(16 * kPage);
+  uintptr_t base = a->base;
+  std::memset(ptr(base), 'd', 8 * kPage);
+  layer_->free(a, 8 * kPage);  // 8 pages dirty, then clean up to the reservation's end
+  ASSERT_EQ(layer_->stats().dirty, 8 * kPage);
+  size_t before = syscalls();
+  Allocation got = layer_->alloc(12 * kPage);
+  ASSERT_NE(got.extent, nullptr);
+  EXPECT_EQ(got.extent->base, base);  // on the dirty pages, not past them
+  EXPECT_EQ(got.extent->size, 12 * kPage);
+  EXPECT_FALSE(got.zeroed);
+  EXPECT_EQ(static_cast<char*>(ptr(base))[8 * kPage - 1], 'd');
+  EXPECT_EQ(syscalls(), before);
+  chunk::ChunkStats s = layer_->stats();
+  EXPECT_EQ(s.dirty, 0u);
+  EXPECT_EQ(s.active + s.dirty + s.clean, s.reserved);
+  EXPECT_EQ(layer_->lookup(ptr(base)), got.extent);
+  EXPECT_EQ(layer_->lookup(ptr(base + 11 * kPage)), got.extent);
+  Extent* rest = layer_->lookup(ptr(base + 12 * kPage));
+  ASSERT_NE(rest, nullptr);
+  EXPECT_EQ(rest->base, base + 12 * kPage);
+  EXPECT_EQ(rest->state, ExtentState::kClean);
+  // Freed, it is one dirty extent again: the next request of that size fits it alone.
+  layer_->free(got.extent);
+  EXPECT_EQ(layer_->stats().dirty, 12 * kPage);
+  EXPECT_EQ(layer_->alloc(12 * kPage).extent->base, base);
+}
+
+TEST_F(ChunkTest, DirtyExtentTooSmallAloneIsTakenWithTheCleanRunBeforeIt) {
+  Extent* a = alloc(8 * kPage);
+  Extent* b = alloc(8 * kPage);
+  Extent* guard = alloc(kPage);
+  uintptr_t bb = b->base;
+  layer_->free(a, 0);  // clean: never written
+  layer_->free(b);     // dirty, with a busy extent right after it
+  Allocation got = layer_->alloc(12 * kPage);
+  ASSERT_NE(got.extent, nullptr);
+  EXPECT_EQ(got.extent->end(), bb + 8 * kPage);  // ends where the dirty pages end
+  EXPECT_EQ(got.extent->base, bb - 4 * kPage);
+  EXPECT_FALSE(got.zeroed);
+  chunk::ChunkStats s = layer_->stats();
+  EXPECT_EQ(s.dirty, 0u);
+  EXPECT_EQ(s.active + s.dirty + s.clean, s.reserved);
+  Extent* head = layer_->lookup(ptr(bb - 8 * kPage));
+  ASSERT_NE(head, nullptr);
+  EXPECT_EQ(head->size, 4 * kPage);
+  EXPECT_EQ(head->state, ExtentState::kClean);
+  EXPECT_EQ(layer_->lookup(ptr(got.extent->end())), guard);
+  layer_->free(got.extent);
+  layer_->free(guard);
+}
+
+TEST_F(ChunkTest, TheRunThatReusesTheMostDirtyBytesWins) {
+  Extent* a = alloc(16 * kPage);
+  Extent* g1 = alloc(kPage);
+  Extent* b = alloc(16 * kPage);
+  Extent* g2 = alloc(kPage);
+  uintptr_t bb = b->base;
+  layer_->free(b, 8 * kPage);  // 8 dirty pages, 8 clean after
+  layer_->free(a, 4 * kPage);  // 4 dirty pages, 12 clean after (the newer one)
+  Allocation got = layer_->alloc(12 * kPage);
+  ASSERT_NE(got.extent, nullptr);
+  EXPECT_EQ(got.extent->base, bb);
+  EXPECT_EQ(layer_->stats().dirty, 4 * kPage);  // only a's dirty pages are left
+  layer_->free(got.extent);
+  layer_->free(g1);
+  layer_->free(g2);
+}
+
+TEST_F(ChunkTest, AlignedRequestOverADirtyRunKeepsItsAlignment) {
+  make(64 * kMiB);
+  Extent* a = alloc(6 * kMiB, kHugePage);
+  uintptr_t base = a->base;
+  ASSERT_TRUE(is_aligned(base, kHugePage));
+  layer_->free(a, 3 * kMiB);  // 3 MiB dirty: not a whole number of huge pages
+  Allocation got = layer_->alloc(4 * kMiB, kHugePage);
+  ASSERT_NE(got.extent, nullptr);
+  EXPECT_TRUE(is_aligned(got.extent->base, kHugePage));
+  EXPECT_EQ(got.extent->base, base);
+  EXPECT_EQ(layer_->stats().dirty, 0u);
+  layer_->free(got.extent);
+}
+
 TEST_F(ChunkTest, AllocAtTakesTheFreeExtentStartingThere) {
   Extent* a = alloc(4 * kPage);
   Extent* b = alloc(8 * kPage);

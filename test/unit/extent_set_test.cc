@@ -56,5 +56,26 @@ TEST(ExtentSet, AlignmentIsPartOfTheFit) {
   EXPECT_EQ(set.find(511 * kPage, kHugePage), &f);
 }
 
+TEST(ExtentSet, LargestListsTheBiggestBucketsFirst) {
+  ExtentSet set;
+  Extent e[4];
+  const size_t pages[4] = {3, 200, 40, 41};
+  for (int i = 0; i < 4; i++) {
+    e[i].base = 0x1000000 * (i + 1);
+    e[i].size = pages[i] * kPage;
+    set.insert(&e[i]);
+  }
+  Extent* out[4] = {};
+  ASSERT_EQ(set.largest(out, 4), 4u);
+  EXPECT_EQ(out[0], &e[1]);
+  EXPECT_EQ(out[1], &e[3]);  // 40 and 41 pages share a bucket: newest first
+  EXPECT_EQ(out[2], &e[2]);
+  EXPECT_EQ(out[3], &e[0]);
+  EXPECT_EQ(set.largest(out, 2), 2u);
+  EXPECT_EQ(out[0], &e[1]);
+  ExtentSet empty;
+  EXPECT_EQ(empty.largest(out, 4), 0u);
+}
+
 }  // namespace
 }  // namespace ductile

@@ -6,6 +6,7 @@
 // and a multi-threaded stress test. AdvisedSet has its own tests at the end.
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -557,6 +558,70 @@ TEST_F(HugeTest, ResizeToAStricterAlignmentMoves) {
   EXPECT_EQ(extent(r)->usable, 2 * kMiB);
   free(r);
   for (void* k : keep) free(k);
+  expect_empty();
+}
+
+// ---- recycling ------------------------------------------------------------------
+
+TEST_F(HugeTest, BiggerBlockStartsOnTheDirtyPagesOfAFreedOne) {
+  void* p = alloc(20 * kMiB);  // its span: 20 MiB written, 20 MiB of headroom never touched
+  fill(p, 20 * kMiB, 'f');
+  free(p);
+  ASSERT_EQ(chunks_->stats().dirty, 20 * kMiB);
+  uint64_t maps = calls(os::Call::kMmap);
+  void* q = alloc(24 * kMiB);  // fits no dirty extent alone
+  EXPECT_EQ(q, p);             // the dirty pages and the clean headroom after them
+  EXPECT_EQ(chunks_->stats().dirty, 0u);
+  EXPECT_EQ(calls(os::Call::kMmap), maps);
+  fill(q, 24 * kMiB, 'g');
+  free(q);
+  expect_empty();
+}
+
+// Blocks of random sizes freed and allocated in turn, as a program that
+// keeps a few large buffers does: the pages ever written (what is resident
+// while decay is far away) stay within a bound of the live bytes, rather
+// than growing with every block that fits no freed one alone.
+TEST_F(HugeTest, RandomCycleReusesDirtyPagesBeforeUntouchedOnes) {
+  make(1024 * kMiB);
+  constexpr int kLive = 8;
+  std::mt19937_64 rng(7);
+  auto size = [&] {  // 2-16 MiB, as many per doubling
+    size_t base = (2 * kMiB) << (rng() % 3);
+    return base + align_down(static_cast<size_t>(rng() % base), kPage);
+  };
+  std::vector<uintptr_t> touched;  // 2 MiB pages written, sorted
+  auto touch = [&](void* p, size_t n) {
+    for (uintptr_t a = align_down(addr(p), kHugePage); a < addr(p) + n; a += kHugePage) {
+      auto it = std::lower_bound(touched.begin(), touched.end(), a);
+      if (it == touched.end() || *it != a) touched.insert(it, a);
+    }
+  };
+  void* blocks[kLive];
+  size_t sizes[kLive];
+  size_t live = 0, peak_live = 0;
+  for (int i = 0; i < kLive; i++) {
+    sizes[i] = size();
+    blocks[i] = alloc(sizes[i]);
+    touch(blocks[i], sizes[i]);
+    live += sizes[i];
+  }
+  for (int step = 0; step < 400; step++) {
+    int k = static_cast<int>(rng() % kLive);
+    free(blocks[k]);
+    live -= sizes[k];
+    sizes[k] = size();
+    blocks[k] = alloc(sizes[k]);
+    touch(blocks[k], sizes[k]);
+    live += sizes[k];
+    if (live > peak_live) peak_live = live;
+  }
+  EXPECT_EQ(chunks_->stats().purged_bytes, 0u);  // no decay: the clock stood still
+  // A live block's headroom may hold pages an earlier block wrote, so up to
+  // twice the live bytes are expected; fresh space for each block that fits
+  // no freed one alone made it 3.3 times (290 MiB for 88 MiB live).
+  EXPECT_LE(touched.size() * kHugePage, peak_live / 2 * 5);
+  for (void* p : blocks) free(p);
   expect_empty();
 }
 
