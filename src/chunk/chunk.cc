@@ -359,17 +359,17 @@ Allocation ChunkLayer::alloc_at(uintptr_t a, size_t size) noexcept {
   return {e, zeroed};
 }
 
-GrowResult ChunkLayer::grow(Extent* e, size_t new_size, bool may_map) noexcept {
+GrowResult ChunkLayer::grow(Extent* e, size_t new_size, bool may_map, bool clean_only) noexcept {
   if (e == nullptr || e->state != ExtentState::kActive || !valid_size(new_size) || new_size <= e->size)
     return {};
   const uintptr_t start = e->end();
   const uintptr_t end = e->base + new_size;
   if (end < start || !PageMap::in_range(end)) return {};
   LockGuard g(lock_);
-  return grow_locked(e, new_size, may_map, true);
+  return grow_locked(e, new_size, may_map, true, clean_only);
 }
 
-GrowResult ChunkLayer::grow_locked(Extent* e, size_t new_size, bool may_map, bool count) noexcept {
+GrowResult ChunkLayer::grow_locked(Extent* e, size_t new_size, bool may_map, bool count, bool clean_only) noexcept {
   const uintptr_t start = e->end();
   const uintptr_t end = e->base + new_size;
   const bool strict = os_.features().strict_overcommit;
@@ -381,7 +381,8 @@ GrowResult ChunkLayer::grow_locked(Extent* e, size_t new_size, bool may_map, boo
   while (cur < end) {
     Extent* n = page_map_.lookup(cur);
     if (n == nullptr) break;  // not ours from here on
-    if (n->base != cur || (n->state != ExtentState::kDirty && n->state != ExtentState::kClean)) {
+    if (n->base != cur || (n->state != ExtentState::kDirty && n->state != ExtentState::kClean) ||
+        (clean_only && n->state == ExtentState::kDirty)) {
       if (count) stats_.alloc_at_refusals++;
       return {};
     }

@@ -106,7 +106,9 @@ class ChunkLayer {
   // kMapped when a mapping was made, else kNeighbour; zeroed when every piece
   // taken was clean or fresh. Refused, with e unchanged, when a busy extent is
   // in the way. In strict overcommit mode the added bytes are committed.
-  [[nodiscard]] GrowResult grow(Extent* e, size_t new_size, bool may_map) noexcept;
+  // With `clean_only`, a dirty extent in the run refuses it too (for room
+  // that should not hold resident pages, such as a new block's headroom).
+  [[nodiscard]] GrowResult grow(Extent* e, size_t new_size, bool may_map, bool clean_only = false) noexcept;
   // Returns the tail of active extent `e` beyond `new_size` as a dirty free extent.
   [[nodiscard]] bool shrink(Extent* e, size_t new_size) noexcept;
   // Retains `e` as a dirty free extent. Bytes past `committed` go back clean:
@@ -178,7 +180,7 @@ class ChunkLayer {
   Extent* take_dirty_run(size_t size, size_t align) noexcept;
   // grow() with the lock held; `count` says whether to count at-address hits
   // and refusals.
-  GrowResult grow_locked(Extent* e, size_t new_size, bool may_map, bool count) noexcept;
+  GrowResult grow_locked(Extent* e, size_t new_size, bool may_map, bool count, bool clean_only = false) noexcept;
   bool reserve_more(size_t size, size_t align) noexcept;
   // Where the next reservation is tried: process-wide unless first_hint was given.
   uintptr_t cursor() const noexcept;

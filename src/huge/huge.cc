@@ -73,7 +73,7 @@ void HugeLayer::free_record(Span* s) noexcept {
 
 // ---- taking and shaping spans --------------------------------------------
 
-HugeLayer::Fresh HugeLayer::take_span(size_t usable, size_t align) noexcept {
+HugeLayer::Fresh HugeLayer::take_span(size_t usable, size_t align, bool growing) noexcept {
   const size_t a = align > kHugePage ? align : kHugePage;
   size_t least = align_up(usable, kHugePage);
   if (least == 0) least = usable;
@@ -89,9 +89,18 @@ HugeLayer::Fresh HugeLayer::take_span(size_t usable, size_t align) noexcept {
   if (e == nullptr) return {};
   size_t zero_from = got.zeroed ? 0 : e->size;
   if (want > least) {
-    GrowResult r = chunks_.grow(e, want, false);
+    // A new block takes headroom only from clean space: recycled pages
+    // behind it would stay resident, unused, for as long as it lives (cycling
+    // 5-25 MiB blocks held about 130 MiB so). A new block on recycled pages
+    // with dirty ones behind it goes without headroom; it still grows over
+    // them in place. A block moved by growth is likely to grow again: it
+    // takes its headroom where it finds it (interleaved doubling moved 14.75
+    // times per round rather than 8 without).
+    GrowResult r = chunks_.grow(e, want, false, !growing);
     if (r.path != GrowPath::kRefused) {
       if (!r.zeroed) zero_from = e->size;
+    } else if (!growing && !got.zeroed) {
+      // Keep the resident pages; no search for a place with room.
     } else {
       // Something busy right behind it: look for a place with room, but
       // keep resident pages over fresh ones with room.
@@ -310,7 +319,8 @@ bool HugeLayer::restore_target(Extent* t, size_t len) noexcept {
 void* HugeLayer::move(Extent* e, Span* s, size_t usable, size_t align, bool zero) noexcept {
   const uintptr_t from = e->base;
   const size_t carry = min_of(e->usable, usable);
-  Fresh f = take_span(usable, align);
+  const bool growing = usable > e->usable;
+  Fresh f = take_span(usable, align, growing);
   if (f.e == nullptr) return nullptr;
   GrowthPath path = GrowthPath::kCopy;
   // 4. mremap: only whole blocks (not a shrinking, aligning move), and only
@@ -328,7 +338,7 @@ void* HugeLayer::move(Extent* e, Span* s, size_t usable, size_t align, bool zero
         // harmless) and copy into another span.
         (void)chunks_.os().unmap(ptr(f.e->base), f.e->size);
         chunks_.forget(f.e);
-        f = take_span(usable, align);
+        f = take_span(usable, align, growing);
         if (f.e == nullptr) return nullptr;
       }
     }

@@ -161,7 +161,10 @@ class HugeLayer {
 
   // A span for a block of `usable` bytes (the policy's size, else the least),
   // `align`ed (at least 2 MiB), with the block committed.
-  Fresh take_span(size_t usable, size_t align) noexcept;
+  // `growing`: the span is for a block that is growing (moved by growth),
+  // which takes its headroom from recycled pages too; a new block takes it
+  // from clean space only.
+  Fresh take_span(size_t usable, size_t align, bool growing = false) noexcept;
   Fresh take_span_strict(size_t usable, size_t align, size_t least, size_t want) noexcept;
   // Makes e, freshly taken, a huge block of `usable` bytes described by s.
   void adopt(chunk::Extent* e, Span* s, const Fresh& f, size_t usable) noexcept;
