@@ -10,7 +10,7 @@ CLEANFILES += $(ductile_benches)
 ductile_bench_cppflags = $(AM_CPPFLAGS) $(BENCHMARK_CFLAGS)
 ductile_bench_cxxflags = $(AM_CXXFLAGS) -pthread
 ductile_bench_ldflags = -pthread
-ductile_bench_ldadd = libductile_core.la $(BENCHMARK_LIBS)
+ductile_bench_ldadd = libductile_cxx.la libductile_core.la $(BENCHMARK_LIBS)
 
 bench_chunk_bench_SOURCES = bench/chunk_bench.cc
 bench_chunk_bench_CPPFLAGS = $(ductile_bench_cppflags)

@@ -43,13 +43,15 @@ libductile_core_la_SOURCES = \
 libductile_core_la_CXXFLAGS = $(AM_CXXFLAGS) $(DUCTILE_LIB_CXXFLAGS)
 
 # The installed library (shared and static): exactly the objects of
-# libductile_core.la (libtool links a convenience library whole into the
-# .so and copies all its objects into the .a).  It has no sources of its
-# own; the never-built dummy C++ source makes automake link with $(CXX).
+# libductile_core.la and libductile_cxx.la (libtool links a convenience
+# library whole into the .so and copies all its objects into the .a).  It
+# has no sources of its own; the never-built dummy C source makes automake
+# link it as C: no libstdc++ among its dependencies (new_delete.cc finds the
+# C++ runtime of the program when it needs it).
 lib_LTLIBRARIES += libductile.la
 libductile_la_SOURCES =
-nodist_EXTRA_libductile_la_SOURCES = src/dummy.cc
-libductile_la_LIBADD = libductile_core.la
+nodist_EXTRA_libductile_la_SOURCES = src/dummy.c
+libductile_la_LIBADD = libductile_cxx.la libductile_core.la
 libductile_la_LDFLAGS = \
 	-version-info 0:0:0 \
 	-Wl,--version-script=$(top_srcdir)/src/ductile.map
@@ -60,5 +62,10 @@ libductile_core_la_SOURCES += \
 	src/core/stats.h \
 	src/core/stats.cc \
 	src/api/allocx.cc \
-	src/api/mallctl.cc \
-	src/api/new_delete.cc
+	src/api/mallctl.cc
+
+# The C++ operators: the one part built with exceptions (the nothrow forms
+# catch what a new-handler throws).
+noinst_LTLIBRARIES += libductile_cxx.la
+libductile_cxx_la_SOURCES = src/api/new_delete.cc
+libductile_cxx_la_CXXFLAGS = $(AM_CXXFLAGS) $(DUCTILE_LIB_CXXFLAGS) -fexceptions

@@ -4,7 +4,7 @@
 ductile_test_cppflags = $(AM_CPPFLAGS) -I$(top_srcdir)/test $(GTEST_CFLAGS)
 ductile_test_cxxflags = $(AM_CXXFLAGS) -pthread
 ductile_test_ldflags = -pthread
-ductile_test_ldadd = libductile_core.la $(GTEST_LIBS)
+ductile_test_ldadd = libductile_cxx.la libductile_core.la $(GTEST_LIBS)
 
 ductile_unit_tests = \
 	test/unit/os_test \

@@ -279,6 +279,59 @@ else
 fi
 if command -v xz >/dev/null; then compare xz-threads xz -T2 -1 --block-size=1MiB -c "$work/big.txt"; fi
 
+# The C++ runtime is the program's: a C program that preloads ductile loads
+# no libstdc++ (ductile has no link-time dependency on it), and a C++
+# program's failing operator new throws the std::bad_alloc its own catch
+# clauses know, calls its new-handler, and the nothrow forms return null
+# even when that handler throws.
+cat >"$work/nostdcxx.c" <<'C'
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+int main(void) {
+  free(malloc(100));
+  FILE *f = fopen("/proc/self/maps", "r");
+  char line[512];
+  int found = 0;
+  while (f && fgets(line, sizeof line, f)) if (strstr(line, "libstdc++")) found = 1;
+  puts(found ? "libstdc++ loaded" : "no libstdc++");
+  return 0;
+}
+C
+cat >"$work/badalloc.cc" <<'CXX'
+#include <cstdio>
+#include <new>
+static int calls = 0;
+static void handler() { if (++calls == 3) { std::set_new_handler(nullptr); } }
+static void throwing_handler() { ++calls; throw std::bad_alloc(); }
+int main() {
+  const size_t huge = size_t{1} << 62;
+  int ok = 0;
+  try { char* p = new char[huge]; delete[] p; } catch (const std::bad_alloc& e) { ok++; }
+  std::set_new_handler(handler);
+  try { char* p = new char[huge]; delete[] p; } catch (const std::bad_alloc&) { ok += calls == 3; }
+  calls = 0;
+  std::set_new_handler(throwing_handler);
+  char* q = new (std::nothrow) char[huge];
+  ok += q == nullptr && calls == 1;
+  std::set_new_handler(nullptr);
+  try { void* r = ::operator new(huge, std::align_val_t(64)); ::operator delete(r); } catch (const std::bad_alloc&) { ok++; }
+  std::printf("%d of 4\n", ok);
+  return ok == 4 ? 0 : 1;
+}
+CXX
+if command -v gcc >/dev/null && gcc -O1 -o "$work/nostdcxx" "$work/nostdcxx.c" 2>/dev/null &&
+  [ "$(LD_PRELOAD=$lib "$work/nostdcxx")" = "no libstdc++" ]; then
+  pass "a C program loads no C++ runtime"
+else
+  fail "a C program loads no C++ runtime" "$(LD_PRELOAD=$lib "$work/nostdcxx" 2>&1)"
+fi
+if command -v g++ >/dev/null && g++ -std=c++17 -O1 -o "$work/badalloc" "$work/badalloc.cc" 2>"$work/badalloc.err"; then
+  compare bad-alloc "$work/badalloc"
+else
+  fail bad-alloc "$(cat "$work/badalloc.err" 2>/dev/null)"
+fi
+
 # The prefault helper (DUCTILE_CONF=prefault:true): no thread until a slab
 # region has proven busy; then one; a forked child has none until it needs
 # its own; parent and child exit cleanly with it running. Off by default.
