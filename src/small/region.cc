@@ -13,6 +13,7 @@ struct Region {
   uint32_t high = 0;     // the carve point: no page at or above it was ever lent
   uint32_t ahead = 0;    // pages below this were queued for the prefault helper
   uint32_t purging = 0;  // ranges of it in purge jobs now
+  uint64_t sparse_since = 0;  // when an advised region fell under 1/8 in use (0: it is not)
   // No run of free pages is longer than this (a search that failed found so;
   // pages coming free raise it to "unknown", kRegionPages).
   uint32_t longest = kRegionPages;
@@ -172,6 +173,7 @@ Lent SlabArena::alloc(size_t pages) noexcept {
     clear_bits(r->dirty, at, pages);
     if (r->live == 0) empty_regions_--;
     r->live += static_cast<uint32_t>(pages);
+    if (r->live >= kAlmostEmpty) r->sparse_since = 0;  // in use again
     if (at + pages > r->high) r->high = static_cast<uint32_t>(at + pages);
     stats_.lends++;
     if (!r->busy && r->high * kPage > opts_.busy_prefix) {
@@ -217,8 +219,7 @@ void SlabArena::reserve_dirty(Region* r, Job& job) noexcept {
 
 void SlabArena::free(const Lent* v, size_t n) noexcept {
   Job job;
-  Region* sparse[Job::kMax];
-  size_t nsparse = 0;
+  const uint64_t now = chunks_->now_ns();
   {
     LockGuard g(lock_);
     for (size_t k = 0; k < n; k++) {
@@ -245,20 +246,32 @@ void SlabArena::free(const Lent* v, size_t n) noexcept {
           r->purging++;
           job.piece[job.n++] = {r, static_cast<uint32_t>(first), static_cast<uint32_t>(np)};
         }
-      } else if (r->live != 0 && r->live < kAlmostEmpty) {
-        bool seen = false;
-        for (size_t i = 0; i < nsparse && !seen; i++) seen = sparse[i] == r;
-        if (!seen && nsparse < Job::kMax) sparse[nsparse++] = r;
+      } else if (r->live != 0 && r->live < kAlmostEmpty && r->sparse_since == 0) {
+        r->sparse_since = now;
       }
     }
-    // Advised regions this batch left hardly used (judged after the whole
-    // batch, so a region emptied at once stays whole): their free pages
-    // matter more than their huge pages.
-    for (size_t i = 0; i < nsparse; i++)
-      if (sparse[i]->live != 0 && sparse[i]->live < kAlmostEmpty)
-        reserve_dirty(sparse[i], job);
+    decay_locked(now, job);
   }
   (void)run(job);
+}
+
+void SlabArena::decay_locked(uint64_t now, Job& job) noexcept {
+  const uint64_t decay = chunks_->options().decay_ns;
+  if (now - last_decay_ < decay / 4) return;
+  last_decay_ = now;
+  // Advised regions that have stayed hardly used (under 1/8 of their pages)
+  // for the decay time: their free pages now matter more than their huge
+  // pages. (A region that empties and refills within the decay time --
+  // threads that come and go -- keeps them.)
+  for (Region* r = regions_; r != nullptr && !job.full(); r = r->next) {
+    if (r->sparse_since == 0) continue;
+    if (r->live == 0 || r->live >= kAlmostEmpty) {
+      r->sparse_since = 0;
+    } else if (now - r->sparse_since >= decay) {
+      reserve_dirty(r, job);
+      r->sparse_since = 0;
+    }
+  }
 }
 
 size_t SlabArena::run(Job& job) noexcept {
@@ -292,10 +305,22 @@ size_t SlabArena::run(Job& job) noexcept {
     for (size_t i = 0; i < job.nrelease; i++) {
       ext[i] = job.release[i]->extent;
       ext[i]->owner = nullptr;
-      bytes += popcount(job.release[i]->dirty) * kPage;
+      if (job.trim) bytes += popcount(job.release[i]->dirty) * kPage;
     }
-    // Purged whole (the chunk layer batches it) and kept as zeroed space.
-    chunks_->release(ext, job.nrelease);
+    if (job.trim) {
+      // Purged whole now (the chunk layer batches it), kept as zeroed space.
+      chunks_->release(ext, job.nrelease);
+    } else {
+      // Back to the chunk layer whole, as a dirty extent: the next region (or
+      // anything else) takes it without faulting its pages in again, and
+      // decay purges it -- as one range, the whole huge page -- if nothing
+      // does within the decay time. (A thread's exit used to purge them at
+      // once, and the next generation of threads faulted them all in again.)
+      for (size_t i = 0; i < job.nrelease; i++) {
+        const bool dirty = popcount(job.release[i]->dirty) != 0;
+        chunks_->free(ext[i], dirty ? SIZE_MAX : 0);
+      }
+    }
     LockGuard g(lock_);
     for (size_t i = 0; i < job.nrelease; i++) {
       job.release[i]->next = spare_;

@@ -10,9 +10,10 @@
 //
 // Memory goes back in whole huge pages where possible: a slab returned from
 // an advised region keeps its pages (purging a few small pages would break
-// the huge page up), and a region whose slabs are all gone is purged and
-// returned as a whole. Only when an advised region has fallen to almost empty
-// (below 1/8 of its pages in use) are its free pages purged one run at a
+// the huge page up), and a region whose slabs are all gone goes back to the
+// chunk layer whole, dirty, where decay purges it as one range (trim: now).
+// Only when an advised region has stayed almost empty (below 1/8 of its
+// pages in use) for the decay time are its free pages purged one run at a
 // time; trim purges every free page. A region that was never advised is
 // purged slab by slab, as a plain slab would be.
 //
@@ -50,7 +51,7 @@ struct ArenaStats {
   size_t slab_pages = 0;       // pages lent to slabs
   size_t dirty_pages = 0;      // free pages of held regions that may be resident
   uint64_t region_allocs = 0;  // regions taken from the chunk layer
-  uint64_t region_releases = 0;  // regions purged whole and given back
+  uint64_t region_releases = 0;  // regions given back whole
   uint64_t lends = 0;          // slabs lent
   uint64_t returns = 0;        // slabs returned
   uint64_t purged_pages = 0;   // free pages purged inside held regions
@@ -96,6 +97,9 @@ class SlabArena {
   void reserve_dirty(Region* r, Job& job) noexcept;
   // Purges a job's ranges, then releases the reservations (and whole regions).
   size_t run(Job& job) noexcept;
+  // Purges advised regions that have stayed almost empty for the decay time
+  // (checked at most four times per decay time).
+  void decay_locked(uint64_t now, Job& job) noexcept;
   // Whether a region with no slabs left should go back to the chunk layer.
   bool surplus(const Region* r) const noexcept;
 
@@ -106,6 +110,7 @@ class SlabArena {
   Region* regions_ = nullptr;  // lowest address first
   Region* spare_ = nullptr;    // recycled records
   size_t empty_regions_ = 0;   // held regions with no slab
+  uint64_t last_decay_ = 0;
   ArenaStats stats_;
 };
 

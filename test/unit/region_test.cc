@@ -182,29 +182,71 @@ TEST_F(RegionTest, AnAdvisedRegionKeepsItsHugePageWhileInUse) {
   EXPECT_EQ(purges(), 1u);
 }
 
-TEST_F(RegionTest, ASecondEmptyRegionGoesBackWholeAtOnce) {
+TEST_F(RegionTest, ASecondEmptyRegionGoesBackWholeAndDecaysAsOneHugePage) {
   std::vector<Lent> a = carve(kRegionSize);
   std::vector<Lent> b = carve(kRegionSize);
   ASSERT_EQ(arena_.stats().regions, 2u);
+  const uintptr_t b_base = b[0].extent->base;
   arena_.free(a.data(), a.size());  // retained
   const size_t before = purges();
   const uint64_t releases = arena_.stats().region_releases;
-  arena_.free(b.data(), b.size());  // one too many: purged whole and given back
+  arena_.free(b.data(), b.size());  // one too many: back to the chunk layer, whole
   EXPECT_EQ(arena_.stats().regions, 1u);
   EXPECT_EQ(arena_.stats().region_releases, releases + 1);
-  EXPECT_EQ(purges(), before + 1);
+  EXPECT_EQ(purges(), before);  // not purged yet: the next user may take it as it is
   EXPECT_EQ(chunks_->stats().active, kRegionSize);
+  EXPECT_EQ(chunks_->stats().dirty, kRegionSize);
+  // The next region taken is that one, its pages still in place (no fault).
+  std::vector<Lent> c = carve(kRegionSize + 16 * kPage);
+  EXPECT_EQ(c.back().extent->base, b_base);
+  EXPECT_EQ(chunks_->stats().dirty, 0u);
+  arena_.free(c.data(), c.size());
+  EXPECT_EQ(chunks_->stats().dirty, kRegionSize);
+  // Left alone for the decay time, it is purged as one range: the huge page.
+  kernel_.reset_calls();
+  clock_.advance_ms(11000);
+  (void)chunks_->decay();
+  bool whole = false;
+  for (const auto& call : kernel_.calls())
+    if ((call.sys == test::Sys::kMadvise && call.arg == MADV_DONTNEED && call.len == kRegionSize) ||
+        call.sys == test::Sys::kProcessMadvise)
+      whole = true;
+  EXPECT_TRUE(whole);
+  EXPECT_EQ(chunks_->stats().dirty, 0u);
   arena_.trim();
 }
 
-TEST_F(RegionTest, AnAlmostEmptyAdvisedRegionPurgesItsFreePages) {
+TEST_F(RegionTest, AnAdvisedRegionLeftAlmostEmptyForTheDecayTimePurgesItsFreePages) {
   std::vector<Lent> v = carve(kRegionSize);
   // Keep 3 slabs (48 pages, under 1/8 of the region), return the rest.
   std::vector<Lent> keep(v.begin(), v.begin() + 3);
   std::vector<Lent> go(v.begin() + 3, v.end());
   arena_.free(go.data(), go.size());
-  EXPECT_GT(arena_.stats().purged_pages, 0u);
+  // Almost empty, but it may fill up again: its pages stay for now.
+  EXPECT_EQ(arena_.stats().purged_pages, 0u);
+  EXPECT_EQ(arena_.stats().dirty_pages, kRegionPages - 3 * 16);
+  // Still so after the decay time: the next return purges its free pages.
+  clock_.advance_ms(11000);
+  Lent one = keep.back();
+  keep.pop_back();
+  arena_.free(&one, 1);
   EXPECT_EQ(arena_.stats().dirty_pages, 0u);
+  EXPECT_EQ(arena_.stats().purged_pages, kRegionPages - 2 * 16);
+  arena_.free(keep.data(), keep.size());
+  arena_.trim();
+}
+
+TEST_F(RegionTest, ARegionThatFillsUpAgainWithinTheDecayTimeKeepsItsPages) {
+  std::vector<Lent> v = carve(kRegionSize);
+  std::vector<Lent> keep(v.begin(), v.begin() + 2);
+  std::vector<Lent> go(v.begin() + 2, v.end());
+  arena_.free(go.data(), go.size());  // almost empty
+  clock_.advance_ms(5000);
+  std::vector<Lent> again = carve(kRegionSize - 2 * 16 * kPage);  // full again
+  clock_.advance_ms(6000);
+  arena_.free(again.data(), again.size() - 1);  // a return after the decay time
+  EXPECT_EQ(arena_.stats().purged_pages, 0u);
+  arena_.free(&again.back(), 1);
   arena_.free(keep.data(), keep.size());
   arena_.trim();
 }
