@@ -459,6 +459,22 @@ void* reallocate_aligned(void* p, size_t size, size_t align, bool zero) noexcept
     errno = ENOMEM;
     return nullptr;
   }
+  // A small object (its page's tag gives the class, as for free): stay in
+  // the class, or move through the inline malloc and free -- a thread-cache
+  // pop and push -- without the extent (realloc-heavy code grows small
+  // strings and vectors this way all the time).
+  if (align == 0 && !zero) {
+    const size_t cls = size_t{chunk::PageMap::entry_tag(rt().chunks.lookup_entry(p))} - 1;
+    if (cls < small::kNumSmall) {
+      const size_t old = small::class_size(cls);
+      if (size <= old && small::class_of(size) == cls) return p;
+      void* q = alloc(size);
+      if (q == nullptr) return nullptr;  // errno is set; the old block is intact
+      std::memcpy(q, p, old < size ? old : size);
+      dealloc(p);
+      return q;
+    }
+  }
   size_t old;
   Extent* e = nullptr;
   if (is_bootstrap(p)) {
