@@ -36,7 +36,22 @@ class Runtime {
   huge::HugeLayer huge;
   small::Prefaulter prefault;
   small::SlabArena arena;  // the slab regions every bin takes its slabs from
-  small::Bin bins[small::kNumSmall];
+  // Sets of bins: a thread fills its cache
+  // from one set, assigned round robin when its cache is made, so threads
+  // on different cores do not share bin locks and slabs. A free returns an
+  // object to the bin that holds its slab, whichever set that is.
+  static constexpr size_t kMaxBinSets = 8;
+  size_t nbinsets = 1;  // the CPUs the process may run on, at most kMaxBinSets
+  small::Bin bins[kMaxBinSets][small::kNumSmall];
+
+  // Every bin of every set, for the operations that visit them all.
+  template <typename F>
+  void for_each_bin(F f) noexcept {
+    for (size_t a = 0; a < nbinsets; a++)
+      for (auto& b : bins[a]) f(b);
+  }
+  // A class's bins' statistics, summed over the sets.
+  small::BinStats class_stats(size_t cls) const noexcept;
 };
 
 // Storage for the one Runtime; valid once `g_ready` is set. Its page map is

@@ -335,7 +335,7 @@ void take_snapshot(StatsSnapshot& s) noexcept {
   Runtime& r = rt();
   s = StatsSnapshot();
   for (size_t c = 0; c < small::kNumSmall; c++) {
-    small::BinStats b = r.bins[c].stats();
+    small::BinStats b = r.class_stats(c);
     s.bins[c] = b;
     size_t objs = b.slabs * small::kClasses.objects_per_slab[c];
     s.small.allocated += sub_or_zero(objs, b.free_objects) * small::class_size(c);

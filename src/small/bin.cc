@@ -85,6 +85,7 @@ Slab* Bin::new_slab() noexcept {
     return nullptr;
   }
   s->extent = e;
+  s->bin = this;
   s->region = a.region;
   s->base = e->base;
   s->nobjs = kClasses.objects_per_slab[cls_];
@@ -135,9 +136,10 @@ size_t Bin::fill(void** out, size_t n) noexcept {
   return got;
 }
 
-void Bin::flush(void* const* objs, size_t n) noexcept {
+size_t Bin::flush(void** objs, size_t n) noexcept {
   Lent expired[os::kPurgeBatch];
   size_t nexpired = 0;
+  size_t others = 0;  // objects of other bins' slabs, moved to the front
   {
   LockGuard g(lock_);
   for (size_t i = 0; i < n; i++) {
@@ -145,6 +147,10 @@ void Bin::flush(void* const* objs, size_t n) noexcept {
     chunk::Extent* e = arena_->chunks().lookup(p);
     DUCTILE_ASSERT(e != nullptr && e->kind == chunk::ExtentKind::kSlab && e->size_class == cls_);
     Slab* s = static_cast<Slab*>(e->owner);
+    if (s->bin != this) {
+      objs[others++] = p;
+      continue;
+    }
     *static_cast<void**>(p) = s->free_list;
     s->free_list = p;
     s->nfree++;
@@ -168,6 +174,17 @@ void Bin::flush(void* const* objs, size_t n) noexcept {
   }
   }
   if (nexpired) arena_->free(expired, nexpired);
+  return others;
+}
+
+Bin* Bin::owner_of(const chunk::ChunkLayer& chunks, const void* p) noexcept {
+  chunk::Extent* e = chunks.lookup(p);
+  DUCTILE_ASSERT(e != nullptr && e->kind == chunk::ExtentKind::kSlab);
+  return static_cast<Slab*>(e->owner)->bin;
+}
+
+void Bin::flush_to_owners(const chunk::ChunkLayer& chunks, void** objs, size_t n) noexcept {
+  while (n != 0) n = owner_of(chunks, objs[0])->flush(objs, n);
 }
 
 void Bin::release_empty(size_t keep) noexcept {

@@ -28,6 +28,7 @@ namespace ductile::small {
 struct Slab {
   chunk::Extent* extent = nullptr;
   Region* region = nullptr;  // the slab region it was lent from
+  class Bin* bin = nullptr;  // the bin that holds it (one per class per arena)
   uintptr_t base = 0;
   void* free_list = nullptr;  // freed objects; the first word links them
   uint32_t nfree = 0;         // objects on free_list plus never-used ones
@@ -61,8 +62,13 @@ class Bin {
 
   // Takes up to n objects into out[]; returns how many (0 when out of memory).
   size_t fill(void** out, size_t n) noexcept;
-  // Returns n objects of this class.
-  void flush(void* const* objs, size_t n) noexcept;
+  // Returns the objects among objs[0..n) whose slabs this bin holds; the
+  // others (of the same class, other arenas' slabs) are moved to the front
+  // and their number returned.
+  size_t flush(void** objs, size_t n) noexcept;
+  // Returns n objects of one class, each to the bin that holds its slab.
+  static void flush_to_owners(const chunk::ChunkLayer& chunks, void** objs, size_t n) noexcept;
+  static Bin* owner_of(const chunk::ChunkLayer& chunks, const void* p) noexcept;
   // Releases empty slabs beyond kRetainEmpty (a thread's exit).
   void release_surplus() noexcept { release_empty(kRetainEmpty); }
   // Releases every empty slab (trim).

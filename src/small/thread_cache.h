@@ -56,6 +56,7 @@ struct ThreadCache {
   uint64_t deallocated = 0;  // bytes freed by this thread
   ThreadCache* next = nullptr;  // live list, or the free pool
   ThreadCache* prev = nullptr;
+  uint32_t bin_set = 0;  // which set of bins (Runtime::bins) this thread fills from
   void* slots[kCacheSlots];
 
   void init() noexcept {
