@@ -1,5 +1,6 @@
 #include "small/bin.h"
 
+#include <cstring>
 #include <new>
 
 #include "small/thread_cache.h"
@@ -8,25 +9,26 @@ namespace ductile::small {
 
 namespace {
 Mutex g_pool_lock;
-Slab* g_pool = nullptr;
+Slab* g_pool[kMaxBitmapWords + 1] = {};
 }  // namespace
 
-Slab* SlabPool::get(chunk::MetaAlloc& meta) noexcept {
+Slab* SlabPool::get(chunk::MetaAlloc& meta, size_t words) noexcept {
   {
     LockGuard g(g_pool_lock);
-    if (Slab* s = g_pool) {
-      g_pool = s->next;
+    if (Slab* s = g_pool[words]) {
+      g_pool[words] = s->next;
+      // A header is put back only with its slab empty, so its bitmap is clear.
       return new (s) Slab();
     }
   }
-  void* mem = meta.alloc(sizeof(Slab), alignof(Slab));
+  void* mem = meta.alloc(sizeof(Slab) + words * sizeof(uint64_t), alignof(Slab));
   return mem ? new (mem) Slab() : nullptr;
 }
 
-void SlabPool::put(Slab* s) noexcept {
+void SlabPool::put(Slab* s, size_t words) noexcept {
   LockGuard g(g_pool_lock);
-  s->next = g_pool;
-  g_pool = s;
+  s->next = g_pool[words];
+  g_pool[words] = s;
 }
 
 void SlabPool::prefork() noexcept { g_pool_lock.lock(); }
@@ -36,6 +38,11 @@ void SlabPool::postfork_child() noexcept { g_pool_lock.reinit_after_fork(); }
 void Bin::init(size_t cls, SlabArena* arena) noexcept {
   cls_ = static_cast<uint32_t>(cls);
   size_ = kClasses.size[cls];
+  words_ = kClasses.bitmap_words[cls];
+  // For an offset q * size_: q * size_ * magic = q * 2^32 + q * r with
+  // r < size_, so the shift gives q exactly while q * r < 2^32 -- slabs hold
+  // at most 8192 objects and size_ <= 16 KiB.
+  div_magic_ = static_cast<uint32_t>(((uint64_t{1} << 32) + size_ - 1) / size_);
   arena_ = arena;
 }
 
@@ -70,7 +77,7 @@ void Bin::unlink(Slab* s) noexcept {
 Slab* Bin::new_slab() noexcept {
   Lent a = arena_->alloc(kClasses.slab_pages[cls_]);
   if (a.extent == nullptr) return nullptr;
-  Slab* s = SlabPool::get(arena_->chunks().meta());
+  Slab* s = SlabPool::get(arena_->chunks().meta(), words_);
   chunk::Extent* e = a.extent;
   e->kind = chunk::ExtentKind::kSlab;
   e->size_class = static_cast<uint16_t>(cls_);
@@ -78,7 +85,7 @@ Slab* Bin::new_slab() noexcept {
   e->owner = s;
   // Every page, tagged with the class: free() needs neither the extent nor the header.
   if (s == nullptr || !arena_->chunks().map_interior(e, free_tag(cls_))) {
-    if (s) SlabPool::put(s);
+    if (s) SlabPool::put(s, words_);
     e->kind = chunk::ExtentKind::kNone;
     e->owner = nullptr;
     arena_->free(&a, 1);
@@ -104,8 +111,56 @@ Lent Bin::take_empty(Slab* s) noexcept {
   e->owner = nullptr;
   stats_.slabs--;
   stats_.slab_returns++;
-  SlabPool::put(s);
+  SlabPool::put(s, words_);
   return out;
+}
+
+// Freed objects first (already touched), then never-used ones.
+size_t Bin::fill_list(Slab* s, void** out, size_t n) noexcept {
+  size_t got = 0;
+  while (got < n && s->free_list != nullptr) {
+    void* p = s->free_list;
+    s->free_list = *static_cast<void**>(p);
+    out[got++] = p;
+  }
+  while (got < n && s->bump < s->nobjs) {
+    out[got++] = ptr(s->base + static_cast<size_t>(s->bump) * size_);
+    s->bump++;
+  }
+  return got;
+}
+
+// Freed objects (set bits, lowest first), then never-used ones: address
+// order, and no object is read.
+size_t Bin::fill_bitmap(Slab* s, void** out, size_t n) noexcept {
+  size_t got = 0;
+  size_t freed = s->nfree - (s->nobjs - s->bump);  // set bits
+  if (freed != 0) {
+    uint64_t* bits = s->bits();
+    size_t w = s->first_word;
+    const size_t wsize = size_t{64} * size_;
+    while (got < n) {
+      uint64_t word = bits[w];
+      if (word == 0) {
+        w++;
+        continue;
+      }
+      uintptr_t base = s->base + w * wsize;
+      do {
+        out[got++] = ptr(base + static_cast<size_t>(__builtin_ctzll(word)) * size_);
+        word &= word - 1;
+      } while (word != 0 && got < n);
+      bits[w] = word;
+      if (got == freed) break;  // no set bit left
+      if (word == 0) w++;
+    }
+    s->first_word = static_cast<uint8_t>(w);
+  }
+  while (got < n && s->bump < s->nobjs) {
+    out[got++] = ptr(s->base + static_cast<size_t>(s->bump) * size_);
+    s->bump++;
+  }
+  return got;
 }
 
 size_t Bin::fill(void** out, size_t n) noexcept {
@@ -119,31 +174,22 @@ size_t Bin::fill(void** out, size_t n) noexcept {
       link(s, kEmpty);
     }
     unlink(s);
-    // Freed objects first (already touched), then never-used ones.
-    while (got < n && s->free_list != nullptr) {
-      void* p = s->free_list;
-      s->free_list = *static_cast<void**>(p);
-      out[got++] = p;
-      s->nfree--;
-    }
-    while (got < n && s->bump < s->nobjs) {
-      out[got++] = ptr(s->base + static_cast<size_t>(s->bump) * size_);
-      s->bump++;
-      s->nfree--;
-    }
+    size_t k = words_ ? fill_bitmap(s, out + got, n - got) : fill_list(s, out + got, n - got);
+    got += k;
+    s->nfree -= static_cast<uint32_t>(k);
     link(s, s->nfree == 0 ? kFull : kPartial);
   }
   return got;
 }
 
-size_t Bin::flush(void** objs, size_t n) noexcept {
-  Lent expired[os::kPurgeBatch];
-  size_t nexpired = 0;
-  size_t others = 0;  // objects of other bins' slabs, moved to the front
-  {
-  LockGuard g(lock_);
-  for (size_t i = 0; i < n; i++) {
-    void* p = objs[i];
+// The objects among objs[0..n) of this bin's slabs go back to them; the
+// others are moved to the front (their number is returned). Called with the
+// lock held; one instance per way of keeping freed objects.
+template <bool kBitmap>
+size_t Bin::flush_locked(void** objs, size_t n, Lent* expired, size_t& nexpired) noexcept {
+  size_t others = 0;
+  for (size_t k = 0; k < n; k++) {
+    void* p = objs[k];
     chunk::Extent* e = arena_->chunks().lookup(p);
     DUCTILE_ASSERT(e != nullptr && e->kind == chunk::ExtentKind::kSlab && e->size_class == cls_);
     Slab* s = static_cast<Slab*>(e->owner);
@@ -151,15 +197,29 @@ size_t Bin::flush(void** objs, size_t n) noexcept {
       objs[others++] = p;
       continue;
     }
-    *static_cast<void**>(p) = s->free_list;
-    s->free_list = p;
+    if (kBitmap) {
+      size_t i = ((addr(p) - s->base) * div_magic_) >> 32;
+      DUCTILE_ASSERT(i < s->bump && s->base + i * size_ == addr(p));
+      size_t w = i / 64;
+      DUCTILE_ASSERT((s->bits()[w] >> (i % 64) & 1) == 0);  // not freed twice
+      s->bits()[w] |= uint64_t{1} << (i % 64);
+      if (w < s->first_word) s->first_word = static_cast<uint8_t>(w);
+    } else {
+      *static_cast<void**>(p) = s->free_list;
+      s->free_list = p;
+    }
     s->nfree++;
     if (s->nfree == s->nobjs) {
       // Entirely free again: reset it to a fresh slab (objects handed out in
       // address order again) and keep it; the oldest surplus empty slab goes
       // once it has stayed empty for the decay time.
       unlink(s);
-      s->free_list = nullptr;
+      if (kBitmap) {
+        std::memset(s->bits(), 0, (s->bump + 63) / 64 * sizeof(uint64_t));
+        s->first_word = 0;
+      } else {
+        s->free_list = nullptr;
+      }
       s->bump = 0;
       s->empty_since = arena_->chunks().now_ns();
       link(s, kEmpty);
@@ -172,6 +232,17 @@ size_t Bin::flush(void** objs, size_t n) noexcept {
       link(s, kPartial);
     }
   }
+  return others;
+}
+
+size_t Bin::flush(void** objs, size_t n) noexcept {
+  Lent expired[os::kPurgeBatch];
+  size_t nexpired = 0;
+  size_t others;  // objects of other bins' slabs, moved to the front
+  {
+    LockGuard g(lock_);
+    others = words_ ? flush_locked<true>(objs, n, expired, nexpired)
+                    : flush_locked<false>(objs, n, expired, nexpired);
   }
   if (nexpired) arena_->free(expired, nexpired);
   return others;

@@ -3,8 +3,13 @@
 // per-object header -- and hands objects to thread caches in batches.
 //
 // A slab's never-used objects are handed out by bumping an index, so pages a
-// slab has not reached yet are never touched (not faulted in); freed objects
-// go on an intrusive free list. A slab is found from any of its objects in
+// slab has not reached yet are never touched (not faulted in). Freed objects
+// of classes from kMinBitmapSize are marked in a bitmap that follows the slab
+// header: a flush sets a bit and writes nothing into the object, a fill finds
+// set bits a word at a time and reads no object, handing them out in address
+// order. Freed 8- and 16-byte objects go on an intrusive free list (linked
+// through their first word) instead, where the bitmap would cost too much.
+// A slab is found from any of its objects in
 // O(1): the chunk layer's page map maps every page of a slab to its extent,
 // whose `owner` is the slab header.
 //
@@ -30,16 +35,22 @@ struct Slab {
   Region* region = nullptr;  // the slab region it was lent from
   class Bin* bin = nullptr;  // the bin that holds it (one per class per arena)
   uintptr_t base = 0;
-  void* free_list = nullptr;  // freed objects; the first word links them
-  uint32_t nfree = 0;         // objects on free_list plus never-used ones
+  void* free_list = nullptr;  // freed objects of free-list classes; the first word links them
+  uint32_t nfree = 0;         // freed objects plus never-used ones
   uint32_t bump = 0;          // index of the first never-used object
   uint32_t nobjs = 0;
   uint16_t cls = 0;
   uint8_t list = 0;  // which list of its bin holds it (Bin::List)
+  uint8_t first_word = 0;  // bitmap classes: the words below this one are zero
   uint64_t empty_since = 0;  // when it last became entirely free
   Slab* prev = nullptr;
   Slab* next = nullptr;
+
+  // Bitmap classes: bit i of the kClasses.bitmap_words[cls] words after the
+  // header is set when object i (below bump) is free.
+  uint64_t* bits() noexcept { return reinterpret_cast<uint64_t*>(this + 1); }
 };
+static_assert(sizeof(Slab) % alignof(uint64_t) == 0);
 
 struct BinStats {
   size_t slabs = 0;        // slabs held (any state)
@@ -89,10 +100,17 @@ class Bin {
   // Unlinks an empty slab and drops its header; returns its pages.
   Lent take_empty(Slab* s) noexcept;
 
+  template <bool kBitmap>
+  size_t flush_locked(void** objs, size_t n, Lent* expired, size_t& nexpired) noexcept;
+  size_t fill_list(Slab* s, void** out, size_t n) noexcept;
+  size_t fill_bitmap(Slab* s, void** out, size_t n) noexcept;
+
   Mutex lock_;
   SlabArena* arena_ = nullptr;
   uint32_t cls_ = 0;
   uint32_t size_ = 0;
+  uint32_t words_ = 0;     // bitmap words per slab; 0 for a free-list class
+  uint32_t div_magic_ = 0; // ceil(2^32 / size_): offset * magic >> 32 is the index
   Slab* partial_ = nullptr;
   Slab* empty_ = nullptr;       // newest first
   Slab* empty_tail_ = nullptr;  // oldest
@@ -100,11 +118,12 @@ class Bin {
   BinStats stats_;
 };
 
-// Slab headers come from the chunk layer's metadata allocator and are recycled.
+// Slab headers (with their bitmaps) come from the chunk layer's metadata
+// allocator and are recycled, one pool per bitmap length.
 class SlabPool {
  public:
-  static Slab* get(chunk::MetaAlloc& meta) noexcept;
-  static void put(Slab* s) noexcept;
+  static Slab* get(chunk::MetaAlloc& meta, size_t words) noexcept;
+  static void put(Slab* s, size_t words) noexcept;
   static void prefork() noexcept;
   static void postfork_parent() noexcept;
   static void postfork_child() noexcept;

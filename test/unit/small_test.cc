@@ -104,6 +104,62 @@ TEST_F(BinTest, FillHandsOutDistinctAlignedObjectsThatTheFreeFinds) {
   }
 }
 
+// Bitmap classes: a flush writes nothing into the objects and a fill reads
+// none -- poison over every freed object must not change what fill returns,
+// which is exactly the freed objects, in address order, before any
+// never-used one.
+TEST_F(BinTest, BitmapFillReadsNoObjectAndHandsOutInAddressOrder) {
+  for (size_t c : {class_of(24), class_of(72), class_of(200), class_of(4096), class_of(kMaxSmall)}) {
+    ASSERT_NE(kClasses.bitmap_words[c], 0u) << class_size(c);
+    Bin bin;
+    bin.init(c, &arena_);
+    const size_t n = std::min<size_t>(3 * kClasses.objects_per_slab[c] / 2, 6000);
+    std::vector<void*> v(n);
+    ASSERT_EQ(bin.fill(v.data(), n), n);
+    // Free every third object, in an order unrelated to addresses.
+    std::vector<void*> freed;
+    for (size_t i = 0; i < n; i += 3) freed.push_back(v[i]);
+    std::vector<void*> order = freed;
+    std::reverse(order.begin(), order.end());
+    for (size_t i = 0; i + 7 < order.size(); i += 7) std::swap(order[i], order[i + 5]);
+    for (size_t i = 0; i < order.size(); i += 64) bin.flush(order.data() + i, std::min<size_t>(64, order.size() - i));
+    for (void* p : freed) *static_cast<uintptr_t*>(p) = 0xdeadbeefdeadbeefull;
+    // Per slab, the freed objects come back in address order; slabs come in
+    // whatever order the bin keeps them.
+    std::vector<void*> got(freed.size());
+    size_t k = 0;
+    while (k < got.size()) {
+      size_t m = bin.fill(got.data() + k, std::min<size_t>(37, got.size() - k));
+      ASSERT_GT(m, 0u);
+      for (size_t i = k + 1; i < k + m; i++)
+        if (chunks_->lookup(got[i]) == chunks_->lookup(got[i - 1])) EXPECT_LT(got[i - 1], got[i]);
+      k += m;
+    }
+    std::vector<void*> a = got, b = freed;
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    EXPECT_EQ(a, b);
+    for (void* p : got) EXPECT_EQ(*static_cast<uintptr_t*>(p), 0xdeadbeefdeadbeefull);
+    // Then never-used objects, above everything handed out before.
+    void* next = nullptr;
+    ASSERT_EQ(bin.fill(&next, 1), 1u);
+    EXPECT_EQ(std::count(v.begin(), v.end(), next), 0);
+    bin.flush(&next, 1);
+    bin.flush(v.data(), n);
+    EXPECT_EQ(bin.stats().free_objects, bin.stats().slabs * kClasses.objects_per_slab[c]);
+    EXPECT_EQ(bin.stats().empty_slabs, bin.stats().slabs);
+  }
+}
+
+TEST_F(BinTest, BitmapsOnlyWhereTheyCostLittle) {
+  EXPECT_EQ(kClasses.bitmap_words[class_of(8)], 0u);  // 1/64 of an 8-byte object
+  EXPECT_EQ(kClasses.bitmap_words[class_of(16)], 0u);
+  EXPECT_NE(kClasses.bitmap_words[class_of(24)], 0u);
+  for (size_t c = 0; c < kNumSmall; c++)
+    if (kClasses.bitmap_words[c] != 0)
+      EXPECT_GE(kClasses.bitmap_words[c] * 64u, kClasses.objects_per_slab[c]);
+}
+
 TEST_F(BinTest, ObjectsNeverHandedOutStayUntouched) {
   Bin bin;
   size_t c = class_of(64);
