@@ -47,12 +47,13 @@ struct ClassTable {
   // Pages per slab (small classes); 0 for medium classes.
   uint16_t slab_pages[kNumClasses] = {};
   uint16_t objects_per_slab[kNumClasses] = {};
-  // 64-bit words of the slab's bitmap of freed objects (small classes from
-  // kMinBitmapSize); 0 where freed objects are linked through their first word.
-  uint8_t bitmap_words[kNumClasses] = {};
   // Class of each size in 8-byte steps up to 1 KiB: index (size + 7) / 8.
   uint8_t small_lookup[1024 / 8 + 1] = {};
   size_t num_small = 0;
+  // 64-bit words of the slab's bitmap of freed objects (small classes from
+  // kMinBitmapSize); 0 where freed objects are linked through their first
+  // word. (Last: the malloc fast path's lookup table keeps its offset.)
+  uint8_t bitmap_words[kNumClasses] = {};
 };
 
 namespace detail {
