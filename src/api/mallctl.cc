@@ -276,6 +276,7 @@ int ctl_opt_huge_threshold(Req& r, const size_t*, size_t) { return read_only(r, 
 int ctl_opt_tcache(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.tcache); }
 int ctl_opt_stats_print(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.stats_print); }
 int ctl_opt_prefault(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.prefault); }
+int ctl_opt_bin_sets(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.bin_sets); }
 int ctl_opt_narenas(Req& r, const size_t*, size_t) { return read_only(r, 1u); }
 
 int ctl_config_debug(Req& r, const size_t*, size_t) { return read_only(r, kDebug); }
@@ -316,6 +317,7 @@ constexpr Node kOpt[] = {
     LEAF("tcache", ctl_opt_tcache),                 // bool
     LEAF("stats_print", ctl_opt_stats_print),       // bool
     LEAF("prefault", ctl_opt_prefault),             // bool
+    LEAF("bin_sets", ctl_opt_bin_sets),             // size_t (0: one per CPU)
     LEAF("dirty_decay_ms", ctl_opt_dirty_decay_ms), // ssize_t, jemalloc's
     LEAF("narenas", ctl_opt_narenas),               // unsigned, jemalloc's
 };

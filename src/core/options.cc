@@ -66,6 +66,12 @@ bool set_threshold(Options& o, const char* v, size_t n) {
 bool set_tcache(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.tcache); }
 bool set_stats_print(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.stats_print); }
 bool set_prefault(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.prefault); }
+bool set_bin_sets(Options& o, const char* v, size_t n) {
+  uint64_t x;
+  if (!parse_u64(v, n, &x) || x > kMaxBinSetsOption) return false;
+  o.bin_sets = static_cast<size_t>(x);
+  return true;
+}
 
 struct Entry {
   const char* name;
@@ -79,6 +85,7 @@ constexpr Entry kTable[] = {
     {"tcache", set_tcache},
     {"stats_print", set_stats_print},
     {"prefault", set_prefault},
+    {"bin_sets", set_bin_sets},
 };
 
 void warn_entry(const char* what, const char* s, size_t n) {
@@ -171,6 +178,7 @@ bool option_to_string(const Options& o, const char* name, char* buf, size_t n) n
   else if (!std::strcmp(name, "tcache")) copy(o.tcache ? "true" : "false");
   else if (!std::strcmp(name, "stats_print")) copy(o.stats_print ? "true" : "false");
   else if (!std::strcmp(name, "prefault")) copy(o.prefault ? "true" : "false");
+  else if (!std::strcmp(name, "bin_sets")) u64_to_string(o.bin_sets, buf, n);
   else return false;
   return true;
 }

@@ -11,6 +11,9 @@
 
 namespace ductile::core {
 
+// The most sets of bins (core::Runtime::kMaxBinSets).
+inline constexpr size_t kMaxBinSetsOption = 8;
+
 struct Options {
   uint64_t decay_ms = 10000;           // chunk::Options::decay_ns
   huge::ThpPolicy thp = huge::ThpPolicy::kAuto;
@@ -18,6 +21,7 @@ struct Options {
   bool tcache = true;                  // per-thread caches
   bool stats_print = false;            // print statistics at exit (also DUCTILE_STATS=1)
   bool prefault = false;               // the prefault helper thread (small::Prefaulter)
+  size_t bin_sets = 1;                 // sets of bins (Runtime::bins), at most 8; 0: one per CPU
 };
 
 // Parses "key:value,key:value" into `opts`. Returns the number of entries

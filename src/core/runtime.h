@@ -36,12 +36,12 @@ class Runtime {
   huge::HugeLayer huge;
   small::Prefaulter prefault;
   small::SlabArena arena;  // the slab regions every bin takes its slabs from
-  // Sets of bins: a thread fills its cache
-  // from one set, assigned round robin when its cache is made, so threads
-  // on different cores do not share bin locks and slabs. A free returns an
-  // object to the bin that holds its slab, whichever set that is.
-  static constexpr size_t kMaxBinSets = 8;
-  size_t nbinsets = 1;  // the CPUs the process may run on, at most kMaxBinSets
+  // Sets of bins: a thread fills its cache from one set, assigned round
+  // robin when its cache is made, so threads on different cores need not
+  // share bin locks and slabs. A free returns an object to the bin that
+  // holds its slab, whichever set that is. One set by default (bin_sets).
+  static constexpr size_t kMaxBinSets = kMaxBinSetsOption;
+  size_t nbinsets = 1;  // Options::bin_sets (0 there: one per CPU)
   small::Bin bins[kMaxBinSets][small::kNumSmall];
 
   // Every bin of every set, for the operations that visit them all.

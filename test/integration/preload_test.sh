@@ -274,6 +274,8 @@ int main() {
 CXX
 if command -v g++ >/dev/null && g++ -std=c++17 -O2 -pthread -o "$work/threads" "$work/threads.cc" 2>"$work/threads.err"; then
   compare threads "$work/threads"
+  # The same with a set of bins per thread pair: frees cross sets.
+  compare threads-bin-sets env DUCTILE_CONF=bin_sets:2 "$work/threads"
 else
   fail threads "$(cat "$work/threads.err" 2>/dev/null)"
 fi

@@ -328,35 +328,6 @@ TEST(Threads, ExitReturnsTheMemoryOfFreeSlabs) {
   EXPECT_GE(purged, 40000u * 256 - slab);
 }
 
-TEST(Threads, AFreeGoesBackToTheBinThatHoldsItsSlab) {
-  // Threads fill from different sets of bins; a block another thread frees
-  // goes back to the bin of its own set.
-  const size_t size = 14000, cls = class_of(size);
-  ductile_trim();  // nothing of the class cached by this thread
-  std::vector<small::BinStats> before;
-  for (size_t a = 0; a < core::rt().nbinsets; a++) before.push_back(core::rt().bins[a][cls].stats());
-  std::vector<void*> v;
-  uint32_t set_a = 0, set_b = 0;
-  std::thread a([&] {
-    for (int i = 0; i < 200; i++) v.push_back(ductile_malloc(size));
-    set_a = core::t_cache->bin_set;
-  });
-  a.join();
-  std::thread b([&] {
-    ductile_free(ductile_malloc(16));  // makes this thread's cache
-    set_b = core::t_cache->bin_set;
-    for (void* p : v) ductile_free(p);
-  });
-  b.join();  // its exit flushes its cache
-  ASSERT_NE(set_a, set_b);  // round robin, and there are at least two sets
-  const small::BinStats sa = core::rt().bins[set_a][cls].stats();
-  const small::BinStats sb = core::rt().bins[set_b][cls].stats();
-  EXPECT_GT(sa.slab_allocs, before[set_a].slab_allocs);
-  EXPECT_EQ(sa.free_objects, sa.slabs * small::kClasses.objects_per_slab[cls]);  // all of them back
-  EXPECT_EQ(sb.slab_allocs, before[set_b].slab_allocs);
-  EXPECT_EQ(sb.free_objects, sb.slabs * small::kClasses.objects_per_slab[cls]);
-}
-
 TEST(Threads, CrossThreadFreesWithAShadowOfContents) {
   // Threads put blocks into slots; any thread takes a block out of any slot,
   // checks it and frees it, so most frees are cross-thread. Each block starts

@@ -219,6 +219,33 @@ TEST_F(BinTest, SurplusEmptySlabsGoAfterTheDecayTimeAndOneStays) {
   EXPECT_EQ(chunks_->stats().active, 0u);
 }
 
+TEST_F(BinTest, AFlushReturnsEachObjectToTheBinThatHoldsItsSlab) {
+  // Two sets of bins share the slab arena: objects one bin handed out come
+  // back to it, whichever bin the flush is given to.
+  Bin a, b;
+  size_t c = class_of(200);
+  a.init(c, &arena_);
+  b.init(c, &arena_);
+  std::vector<void*> from_a(300), from_b(100), mixed;
+  ASSERT_EQ(a.fill(from_a.data(), from_a.size()), from_a.size());
+  ASSERT_EQ(b.fill(from_b.data(), from_b.size()), from_b.size());
+  for (size_t i = 0; i < 300; i++) {
+    mixed.push_back(from_a[i]);
+    if (i % 3 == 0) mixed.push_back(from_b[i / 3]);
+  }
+  // b takes its own and leaves a's, moved to the front.
+  std::vector<void*> v = mixed;
+  EXPECT_EQ(b.flush(v.data(), v.size()), from_a.size());
+  EXPECT_EQ(b.stats().free_objects, b.stats().slabs * kClasses.objects_per_slab[c]);
+  EXPECT_EQ(std::set<void*>(v.begin(), v.begin() + 300), std::set<void*>(from_a.begin(), from_a.end()));
+  // flush_to_owners routes everything, starting from any bin.
+  Bin::flush_to_owners(*chunks_, v.data(), 300);
+  EXPECT_EQ(a.stats().free_objects, a.stats().slabs * kClasses.objects_per_slab[c]);
+  EXPECT_EQ(a.stats().slab_allocs + b.stats().slab_allocs, a.stats().slabs + b.stats().slabs);
+  a.trim();
+  b.trim();
+}
+
 TEST_F(BinTest, OutOfMemoryIsAShortFill) {
   Bin bin;
   size_t c = class_of(1024);
