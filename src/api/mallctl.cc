@@ -229,14 +229,7 @@ ssize_t decay_as_ssize(uint64_t ms) {
 // Sets decay_ms through the option table's parser, then in the chunk layer.
 int set_decay_ms(uint64_t ms) {
   char text[24];
-  size_t n = 0;
-  char rev[24];
-  size_t k = 0;
-  do {
-    rev[k++] = static_cast<char>('0' + ms % 10);
-    ms /= 10;
-  } while (ms);
-  while (k) text[n++] = rev[--k];
+  const size_t n = format_u64(ms, text, sizeof text);
   LockGuard g(g_write_lock);
   core::Options o = core::rt().opts;
   if (!core::set_option(o, "decay_ms", text, n)) return EINVAL;

@@ -35,6 +35,9 @@ inline constexpr bool kStats = false;
 [[noreturn]] void fatal(const char* msg) noexcept;
 // Writes a one-line warning to stderr with write(2). Never allocates.
 void warn(const char* msg) noexcept;
+// Writes v in decimal into buf (n bytes, NUL-terminated, cut short if it does
+// not fit; 21 bytes always do). Returns the digits written. Never allocates.
+size_t format_u64(uint64_t v, char* buf, size_t n) noexcept;
 
 }  // namespace ductile
 

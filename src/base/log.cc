@@ -29,4 +29,18 @@ void fatal(const char* msg) noexcept {
 
 void warn(const char* msg) noexcept { write_line("ductile: warning: ", msg); }
 
+size_t format_u64(uint64_t v, char* buf, size_t n) noexcept {
+  if (n == 0) return 0;
+  char tmp[20];
+  size_t len = 0;
+  do {
+    tmp[len++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v);
+  size_t i = 0;
+  for (; i < len && i + 1 < n; i++) buf[i] = tmp[len - 1 - i];
+  buf[i] = '\0';
+  return i;
+}
+
 }  // namespace ductile

@@ -103,18 +103,6 @@ void warn_entry(const char* what, const char* s, size_t n) {
   warn(buf);
 }
 
-void u64_to_string(uint64_t v, char* buf, size_t n) {
-  char tmp[24];
-  size_t len = 0;
-  do {
-    tmp[len++] = static_cast<char>('0' + v % 10);
-    v /= 10;
-  } while (v);
-  size_t i = 0;
-  for (; i < len && i + 1 < n; i++) buf[i] = tmp[len - 1 - i];
-  if (n) buf[i] = '\0';
-}
-
 }  // namespace
 
 size_t parse_options(const char* conf, Options& opts) noexcept {
@@ -171,14 +159,14 @@ bool option_to_string(const Options& o, const char* name, char* buf, size_t n) n
     for (; s[i] && i + 1 < n; i++) buf[i] = s[i];
     buf[i] = '\0';
   };
-  if (!std::strcmp(name, "decay_ms")) u64_to_string(o.decay_ms, buf, n);
-  else if (!std::strcmp(name, "huge_threshold")) u64_to_string(o.huge_threshold, buf, n);
+  if (!std::strcmp(name, "decay_ms")) (void)format_u64(o.decay_ms, buf, n);
+  else if (!std::strcmp(name, "huge_threshold")) (void)format_u64(o.huge_threshold, buf, n);
   else if (!std::strcmp(name, "thp"))
     copy(o.thp == huge::ThpPolicy::kAuto ? "auto" : o.thp == huge::ThpPolicy::kAlways ? "always" : "never");
   else if (!std::strcmp(name, "tcache")) copy(o.tcache ? "true" : "false");
   else if (!std::strcmp(name, "stats_print")) copy(o.stats_print ? "true" : "false");
   else if (!std::strcmp(name, "prefault")) copy(o.prefault ? "true" : "false");
-  else if (!std::strcmp(name, "bin_sets")) u64_to_string(o.bin_sets, buf, n);
+  else if (!std::strcmp(name, "bin_sets")) (void)format_u64(o.bin_sets, buf, n);
   else return false;
   return true;
 }

@@ -41,13 +41,8 @@ class Out {
   }
   Out& u64(uint64_t v) noexcept {
     char tmp[24];
-    size_t n = 0;
-    do {
-      tmp[n++] = static_cast<char>('0' + v % 10);
-      v /= 10;
-    } while (v);
-    while (n) ch(tmp[--n]);
-    return *this;
+    (void)format_u64(v, tmp, sizeof tmp);
+    return str(tmp);
   }
   // Right-aligned in `width` columns.
   Out& u64w(uint64_t v, size_t width) noexcept {
