@@ -19,6 +19,8 @@ class Mutex {
   // re-creates the lock in the child instead of unlocking a lock another
   // (now vanished) thread may own.
   void reinit_after_fork() noexcept { pthread_mutex_init(&m_, nullptr); }
+  // For pthread_cond_wait.
+  pthread_mutex_t* native() noexcept { return &m_; }
 
  private:
   pthread_mutex_t m_ = PTHREAD_MUTEX_INITIALIZER;

@@ -7,14 +7,6 @@ namespace ductile::small {
 namespace {
 // The helper only makes system calls: a small stack is plenty.
 constexpr size_t kHelperStack = 64 * 1024;
-
-struct Locked {
-  explicit Locked(pthread_mutex_t& m) noexcept : m_(m) { pthread_mutex_lock(&m_); }
-  ~Locked() { pthread_mutex_unlock(&m_); }
-  Locked(const Locked&) = delete;
-  Locked& operator=(const Locked&) = delete;
-  pthread_mutex_t& m_;
-};
 }  // namespace
 
 void Prefaulter::init(os::Os* os, bool enabled) noexcept {
@@ -24,7 +16,7 @@ void Prefaulter::init(os::Os* os, bool enabled) noexcept {
 
 void Prefaulter::request(void* addr, size_t size) noexcept {
   if (size == 0) return;
-  Locked g(lock_);
+  LockGuard g(lock_);
   if (!enabled_ || state_ == kStopped || state_ == kFailed || count_ == kQueue) {
     stats_.dropped++;
     return;
@@ -38,7 +30,7 @@ void Prefaulter::request(void* addr, size_t size) noexcept {
 
 bool Prefaulter::start() noexcept {
   {
-    Locked g(lock_);
+    LockGuard g(lock_);
     if (state_ != kIdle || !pending_start_.load(std::memory_order_relaxed)) return state_ != kFailed;
     // Claimed: a second caller sees kRunning and leaves it to us.
     state_ = kRunning;
@@ -56,7 +48,7 @@ bool Prefaulter::start() noexcept {
   int rc = pthread_create(&t, &attr, &Prefaulter::main_thunk, this);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   pthread_attr_destroy(&attr);
-  Locked g(lock_);
+  LockGuard g(lock_);
   if (rc != 0) {
     state_ = kFailed;
     stats_.dropped += count_;
@@ -70,9 +62,9 @@ bool Prefaulter::start() noexcept {
     // stop() ran while we were creating it: it could not join what it did not
     // know yet. The helper sees kStopped and returns at once.
     pthread_cond_signal(&wake_);
-    pthread_mutex_unlock(&lock_);
+    lock_.unlock();
     pthread_join(t, nullptr);
-    pthread_mutex_lock(&lock_);
+    lock_.lock();
     return false;
   }
   pthread_cond_signal(&wake_);
@@ -86,17 +78,17 @@ void* Prefaulter::main_thunk(void* self) noexcept {
 }
 
 void Prefaulter::run() noexcept {
-  Locked g(lock_);
+  LockGuard g(lock_);
   for (;;) {
-    while (count_ == 0 && state_ == kRunning) pthread_cond_wait(&wake_, &lock_);
+    while (count_ == 0 && state_ == kRunning) pthread_cond_wait(&wake_, lock_.native());
     if (state_ != kRunning) break;
     os::Range r = queue_[head_];
     head_ = (head_ + 1) % kQueue;
     count_--;
     busy_ = true;
-    pthread_mutex_unlock(&lock_);
+    lock_.unlock();
     bool ok = os_->populate(r.addr, r.size);
-    pthread_mutex_lock(&lock_);
+    lock_.lock();
     busy_ = false;
     if (ok) {
       stats_.populated++;
@@ -112,7 +104,7 @@ void Prefaulter::stop() noexcept {
   pthread_t t{};
   bool join = false;
   {
-    Locked g(lock_);
+    LockGuard g(lock_);
     if (state_ == kRunning) {
       join = stats_.starts != 0 && !pthread_equal(thread_, pthread_t{});
       t = thread_;
@@ -125,30 +117,30 @@ void Prefaulter::stop() noexcept {
     pthread_cond_broadcast(&idle_);
   }
   if (join) pthread_join(t, nullptr);
-  Locked g(lock_);
+  LockGuard g(lock_);
   thread_ = pthread_t{};
 }
 
 void Prefaulter::drain() noexcept {
-  Locked g(lock_);
-  while (state_ == kRunning && (count_ != 0 || busy_)) pthread_cond_wait(&idle_, &lock_);
+  LockGuard g(lock_);
+  while (state_ == kRunning && (count_ != 0 || busy_)) pthread_cond_wait(&idle_, lock_.native());
 }
 
 PrefaultStats Prefaulter::stats() noexcept {
-  Locked g(lock_);
+  LockGuard g(lock_);
   PrefaultStats s = stats_;
   s.running = state_ == kRunning && !pthread_equal(thread_, pthread_t{});
   return s;
 }
 
-void Prefaulter::prefork() noexcept { pthread_mutex_lock(&lock_); }
-void Prefaulter::postfork_parent() noexcept { pthread_mutex_unlock(&lock_); }
+void Prefaulter::prefork() noexcept { lock_.lock(); }
+void Prefaulter::postfork_parent() noexcept { lock_.unlock(); }
 
 void Prefaulter::postfork_child() noexcept {
   // The helper did not come along: forget it. The queue's ranges belong to
   // the child's copy of the address space too, so they stay; the child starts
   // its own helper on its next slow path if anything is queued.
-  pthread_mutex_init(&lock_, nullptr);
+  lock_.reinit_after_fork();
   pthread_cond_init(&wake_, nullptr);
   pthread_cond_init(&idle_, nullptr);
   thread_ = pthread_t{};

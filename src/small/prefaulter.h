@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/lock.h"
 #include "os/os.h"
 
 namespace ductile::small {
@@ -76,7 +77,7 @@ class Prefaulter {
   os::Os* os_ = nullptr;
   bool enabled_ = false;
   std::atomic<bool> pending_start_{false};
-  pthread_mutex_t lock_ = PTHREAD_MUTEX_INITIALIZER;
+  Mutex lock_;
   pthread_cond_t wake_ = PTHREAD_COND_INITIALIZER;   // the helper waits for work
   pthread_cond_t idle_ = PTHREAD_COND_INITIALIZER;   // drain() waits for an empty queue
   pthread_t thread_{};

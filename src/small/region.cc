@@ -33,7 +33,6 @@ void set_bits(uint64_t* w, size_t first, size_t n) {
 void clear_bits(uint64_t* w, size_t first, size_t n) {
   for (size_t i = first; i < first + n; i++) w[i / 64] &= ~(uint64_t{1} << (i % 64));
 }
-bool bit(const uint64_t* w, size_t i) { return (w[i / 64] >> (i % 64)) & 1; }
 
 // The index of the first set bit at or after i in the bitmap `w` (each word
 // xor-ed with `flip`: ~0 finds clear bits), or kRegionPages.
@@ -202,18 +201,16 @@ Lent SlabArena::alloc(size_t pages) noexcept {
 }
 
 void SlabArena::reserve_dirty(Region* r, Job& job) noexcept {
-  size_t i = 0;
-  while (i < kRegionPages && !job.full()) {
-    if (!bit(r->dirty, i) || bit(r->used, i)) {
-      i++;
-      continue;
-    }
-    size_t j = i;
-    while (j < kRegionPages && bit(r->dirty, j) && !bit(r->used, j)) j++;
-    set_bits(r->used, i, j - i);
+  uint64_t free_dirty[kRegionWords];
+  for (size_t w = 0; w < kRegionWords; w++) free_dirty[w] = r->dirty[w] & ~r->used[w];
+  for (size_t i = 0; i < kRegionPages && !job.full();) {
+    const size_t start = next_bit(free_dirty, i, 0);
+    if (start == kRegionPages) break;
+    const size_t end = next_bit(free_dirty, start, ~uint64_t{0});
+    set_bits(r->used, start, end - start);
     r->purging++;
-    job.piece[job.n++] = {r, static_cast<uint32_t>(i), static_cast<uint32_t>(j - i)};
-    i = j;
+    job.piece[job.n++] = {r, static_cast<uint32_t>(start), static_cast<uint32_t>(end - start)};
+    i = end;
   }
 }
 
