@@ -99,11 +99,10 @@ HugeLayer::Fresh HugeLayer::take_span(size_t usable, size_t align, bool growing)
     GrowResult r = chunks_.grow(e, want, false, !growing);
     if (r.path != GrowPath::kRefused) {
       if (!r.zeroed) zero_from = e->size;
-    } else if (!growing && !got.zeroed) {
-      // Keep the resident pages; no search for a place with room.
-    } else {
+    } else if (growing || got.zeroed) {
       // Something busy right behind it: look for a place with room, but
-      // keep resident pages over fresh ones with room.
+      // keep resident pages over fresh ones with room. (A new block on
+      // resident pages just keeps them, without headroom.)
       chunk::Allocation roomy = chunks_.alloc(want, a);
       if (roomy.extent != nullptr && !got.zeroed && roomy.zeroed) {
         chunks_.free(roomy.extent, 0);  // untouched: back as clean
