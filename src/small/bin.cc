@@ -115,7 +115,7 @@ Lent Bin::take_empty(Slab* s) noexcept {
   return out;
 }
 
-// Freed objects first (already touched), then never-used ones.
+// Freed objects off the slab's free list.
 size_t Bin::fill_list(Slab* s, void** out, size_t n) noexcept {
   size_t got = 0;
   while (got < n && s->free_list != nullptr) {
@@ -123,15 +123,11 @@ size_t Bin::fill_list(Slab* s, void** out, size_t n) noexcept {
     s->free_list = *static_cast<void**>(p);
     out[got++] = p;
   }
-  while (got < n && s->bump < s->nobjs) {
-    out[got++] = ptr(s->base + static_cast<size_t>(s->bump) * size_);
-    s->bump++;
-  }
   return got;
 }
 
-// Freed objects (set bits, lowest first), then never-used ones: address
-// order, and no object is read.
+// Freed objects (set bits, lowest first): address order, and no object is
+// read.
 size_t Bin::fill_bitmap(Slab* s, void** out, size_t n) noexcept {
   size_t got = 0;
   size_t freed = s->nfree - (s->nobjs - s->bump);  // set bits
@@ -156,10 +152,6 @@ size_t Bin::fill_bitmap(Slab* s, void** out, size_t n) noexcept {
     }
     s->first_word = static_cast<uint8_t>(w);
   }
-  while (got < n && s->bump < s->nobjs) {
-    out[got++] = ptr(s->base + static_cast<size_t>(s->bump) * size_);
-    s->bump++;
-  }
   return got;
 }
 
@@ -174,9 +166,14 @@ size_t Bin::fill(void** out, size_t n) noexcept {
       link(s, kEmpty);
     }
     unlink(s);
-    size_t k = words_ ? fill_bitmap(s, out + got, n - got) : fill_list(s, out + got, n - got);
-    got += k;
-    s->nfree -= static_cast<uint32_t>(k);
+    // Freed objects first (already touched), then never-used ones.
+    const size_t before = got;
+    got += words_ ? fill_bitmap(s, out + got, n - got) : fill_list(s, out + got, n - got);
+    while (got < n && s->bump < s->nobjs) {
+      out[got++] = ptr(s->base + static_cast<size_t>(s->bump) * size_);
+      s->bump++;
+    }
+    s->nfree -= static_cast<uint32_t>(got - before);
     link(s, s->nfree == 0 ? kFull : kPartial);
   }
   return got;
