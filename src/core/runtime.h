@@ -102,7 +102,7 @@ DUCTILE_ALWAYS_INLINE void* alloc(size_t size) noexcept {
   if (DUCTILE_LIKELY(tc != nullptr)) {
     size_t cls;
     if (DUCTILE_LIKELY(size <= small::kMaxTableSize)) cls = small::class_of_table(size);
-    else if (size < g_huge_threshold) cls = small::class_of_formula(size);
+    else if (size < g_huge_threshold) cls = small::class_of(size);
     else return alloc_slow(size);
     small::CacheBin& b = tc->bins[cls];
     if (DUCTILE_LIKELY(b.count != 0)) {

@@ -49,6 +49,9 @@ struct ClassTable {
   uint16_t objects_per_slab[kNumClasses] = {};
   // Class of each size in 8-byte steps up to 1 KiB: index (size + 7) / 8.
   uint8_t small_lookup[1024 / 8 + 1] = {};
+  // Class of each size in 128-byte steps up to 256 KiB: index (size + 127)
+  // / 128. Exact past 1 KiB, where every class size is a multiple of 256.
+  uint8_t coarse_lookup[256 * 1024 / 128 + 1] = {};
   size_t num_small = 0;
   // 64-bit words of the slab's bitmap of freed objects (small classes from
   // kMinBitmapSize); 0 where freed objects are linked through their first
@@ -104,6 +107,12 @@ constexpr ClassTable make_table() {
     while (t.size[c] < s) c++;
     t.small_lookup[k] = static_cast<uint8_t>(c);
   }
+  c = 0;
+  for (size_t k = 0; k <= 256 * 1024 / 128; k++) {
+    size_t s = k * 128;
+    while (t.size[c] < s) c++;
+    t.coarse_lookup[k] = static_cast<uint8_t>(c);
+  }
   return t;
 }
 }  // namespace detail
@@ -130,10 +139,17 @@ constexpr size_t max_bitmap_words() {
 }  // namespace detail
 inline constexpr size_t kMaxBitmapWords = detail::max_bitmap_words();
 
-// Sizes up to this one are classed by the table.
+// Sizes up to this one are classed by the fine table.
 inline constexpr size_t kMaxTableSize = 1024;
+// Sizes up to this one are classed by the coarse table.
+inline constexpr size_t kMaxCoarseSize = 256 * 1024;
+static_assert(sizeof(ClassTable::coarse_lookup) == kMaxCoarseSize / 128 + 1);
 // The class for a size <= kMaxTableSize: one table load.
 DUCTILE_ALWAYS_INLINE size_t class_of_table(size_t size) { return kClasses.small_lookup[(size + 7) >> 3]; }
+// The class for a size <= kMaxCoarseSize, exact only above kMaxTableSize:
+// one table load. (A table load measured about a fifth less per malloc+free
+// pair at 4 KiB and 64 KiB than the formula's bit scan and variable shift.)
+DUCTILE_ALWAYS_INLINE size_t class_of_coarse(size_t size) { return kClasses.coarse_lookup[(size + 127) >> 7]; }
 // The class for a size in (kMaxTableSize, kMaxClassSize].
 DUCTILE_ALWAYS_INLINE size_t class_of_formula(size_t size) {
   // Four classes per doubling: find the power of two below size-1, then the quarter.
@@ -144,6 +160,7 @@ DUCTILE_ALWAYS_INLINE size_t class_of_formula(size_t size) {
 // The class for `size` (<= kMaxClassSize). Size 0 is class 0 (8 bytes).
 DUCTILE_ALWAYS_INLINE size_t class_of(size_t size) {
   if (DUCTILE_LIKELY(size <= kMaxTableSize)) return class_of_table(size);
+  if (size <= kMaxCoarseSize) return class_of_coarse(size);
   return class_of_formula(size);
 }
 
