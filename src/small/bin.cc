@@ -182,54 +182,107 @@ size_t Bin::fill(void** out, size_t n) noexcept {
 // The objects among objs[0..n) of this bin's slabs go back to them; the
 // others are moved to the front (their number is returned). Called with the
 // lock held; one instance per way of keeping freed objects.
+//
+// A cache flushes objects that mostly come from one slab, in runs: the slab
+// is looked up once per run (an object inside the current slab's range needs
+// no page-map lookup), and the run's bits, free-list links and count are
+// gathered in registers and written to the slab header once, when the run
+// ends. (Setting them object by object made every object wait for the
+// previous one's store to the same header word.)
 template <bool kBitmap>
 size_t Bin::flush_locked(void** objs, size_t n, Lent* expired, size_t& nexpired) noexcept {
   size_t others = 0;
+  Slab* s = nullptr;  // the slab of the current run
+  uintptr_t lo = 0;   // its objects lie in [lo, lo + span); span 0: no run
+  uintptr_t span = 0;
+  uint32_t freed = 0;     // objects of the run
+  size_t word = 0;        // bitmap: the word the run's latest bits go to
+  uint64_t bits = 0;      //   and those bits, not yet stored
+  void* head = nullptr;   // free list: the run's objects, linked newest first
+  void* tail = nullptr;   //   and the oldest of them
+  auto store_bits = [&]() {
+    if (bits == 0) return;
+    s->bits()[word] |= bits;
+    if (word < s->first_word) s->first_word = static_cast<uint8_t>(word);
+  };
+  auto end_run = [&]() {
+    if (kBitmap) {
+      store_bits();
+    } else {
+      *static_cast<void**>(tail) = s->free_list;
+      s->free_list = head;
+    }
+    settle(s, freed, expired, nexpired);
+  };
   for (size_t k = 0; k < n; k++) {
     void* p = objs[k];
-    chunk::Extent* e = arena_->chunks().lookup(p);
-    DUCTILE_ASSERT(e != nullptr && e->kind == chunk::ExtentKind::kSlab && e->size_class == cls_);
-    Slab* s = static_cast<Slab*>(e->owner);
-    if (s->bin != this) {
-      objs[others++] = p;
-      continue;
+    if (addr(p) - lo >= span) {  // not in the current run's slab
+      if (span != 0) end_run();
+      chunk::Extent* e = arena_->chunks().lookup(p);
+      DUCTILE_ASSERT(e != nullptr && e->kind == chunk::ExtentKind::kSlab && e->size_class == cls_);
+      Slab* o = static_cast<Slab*>(e->owner);
+      if (o->bin != this) {
+        objs[others++] = p;
+        span = 0;
+        lo = 0;
+        continue;
+      }
+      s = o;
+      lo = s->base;
+      span = static_cast<uintptr_t>(s->nobjs) * size_;
+      freed = 0;
+      bits = 0;
+      word = 0;
+      head = tail = nullptr;
     }
     if (kBitmap) {
-      size_t i = ((addr(p) - s->base) * div_magic_) >> 32;
-      DUCTILE_ASSERT(i < s->bump && s->base + i * size_ == addr(p));
-      size_t w = i / 64;
-      DUCTILE_ASSERT((s->bits()[w] >> (i % 64) & 1) == 0);  // not freed twice
-      s->bits()[w] |= uint64_t{1} << (i % 64);
-      if (w < s->first_word) s->first_word = static_cast<uint8_t>(w);
-    } else {
-      *static_cast<void**>(p) = s->free_list;
-      s->free_list = p;
-    }
-    s->nfree++;
-    if (s->nfree == s->nobjs) {
-      // Entirely free again: reset it to a fresh slab (objects handed out in
-      // address order again) and keep it; the oldest surplus empty slab goes
-      // once it has stayed empty for the decay time.
-      unlink(s);
-      if (kBitmap) {
-        std::memset(s->bits(), 0, (s->bump + 63) / 64 * sizeof(uint64_t));
-        s->first_word = 0;
-      } else {
-        s->free_list = nullptr;
+      size_t i = ((addr(p) - lo) * div_magic_) >> 32;
+      DUCTILE_ASSERT(i < s->bump && lo + i * size_ == addr(p));
+      if (i / 64 != word) {
+        store_bits();
+        word = i / 64;
+        bits = 0;
       }
-      s->bump = 0;
-      s->empty_since = arena_->chunks().now_ns();
-      link(s, kEmpty);
-      Slab* oldest = empty_tail_;
-      if (nempty_ > kRetainEmpty && nexpired < os::kPurgeBatch &&
-          s->empty_since - oldest->empty_since >= arena_->chunks().options().decay_ns)
-        expired[nexpired++] = take_empty(oldest);
-    } else if (s->list == kFull) {
-      unlink(s);
-      link(s, kPartial);
+      const uint64_t bit = uint64_t{1} << (i % 64);
+      DUCTILE_ASSERT(((s->bits()[word] | bits) & bit) == 0);  // not freed twice
+      bits |= bit;
+    } else {
+      *static_cast<void**>(p) = head;
+      head = p;
+      if (tail == nullptr) tail = p;
     }
+    freed++;
   }
+  if (span != 0) end_run();
   return others;
+}
+
+// `freed` more objects of slab s are free again.
+void Bin::settle(Slab* s, uint32_t freed, Lent* expired, size_t& nexpired) noexcept {
+  s->nfree += freed;
+  DUCTILE_ASSERT(s->nfree <= s->nobjs);
+  if (s->nfree == s->nobjs) {
+    // Entirely free again: reset it to a fresh slab (objects handed out in
+    // address order again) and keep it; the oldest surplus empty slab goes
+    // once it has stayed empty for the decay time.
+    unlink(s);
+    if (words_) {
+      std::memset(s->bits(), 0, (s->bump + 63) / 64 * sizeof(uint64_t));
+      s->first_word = 0;
+    } else {
+      s->free_list = nullptr;
+    }
+    s->bump = 0;
+    s->empty_since = arena_->chunks().now_ns();
+    link(s, kEmpty);
+    Slab* oldest = empty_tail_;
+    if (nempty_ > kRetainEmpty && nexpired < os::kPurgeBatch &&
+        s->empty_since - oldest->empty_since >= arena_->chunks().options().decay_ns)
+      expired[nexpired++] = take_empty(oldest);
+  } else if (s->list == kFull) {
+    unlink(s);
+    link(s, kPartial);
+  }
 }
 
 size_t Bin::flush(void** objs, size_t n) noexcept {

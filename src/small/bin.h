@@ -102,6 +102,7 @@ class Bin {
 
   template <bool kBitmap>
   size_t flush_locked(void** objs, size_t n, Lent* expired, size_t& nexpired) noexcept;
+  void settle(Slab* s, uint32_t freed, Lent* expired, size_t& nexpired) noexcept;
   // Take up to n of slab s's freed objects (not its never-used ones), from
   // its free list or its bitmap; fill() then bumps.
   size_t fill_list(Slab* s, void** out, size_t n) noexcept;
