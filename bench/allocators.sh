@@ -29,3 +29,45 @@ check_allocator() {
     detail="LD_PRELOAD=$l /bin/true failed: $(head -c 200 "$logdir/$name.true" | tr '\n\t' '  ')"
   fi
 }
+
+# usage [STATUS]: prints the running script's help -- its header comment, the
+# lines from the second up to the first that is not a comment -- and exits.
+usage() {
+  awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"
+  exit "${1:-0}"
+}
+
+# parse_options SPEC... -- ARG...: sets the variables that the specs name from
+# the command-line arguments. `--name=var` takes a value (`--name V` or
+# `--name=V`); `--name:var=value` is a flag that sets var to value. -h and
+# --help print the usage; any other argument is an error.
+parse_options() {
+  local specs=() arg name spec rest found
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do specs+=("$1"); shift; done
+  shift
+  while [ $# -gt 0 ]; do
+    arg=$1 name=${1%%=*} found=
+    case $arg in -h|--help) usage 0 ;; esac
+    for spec in "${specs[@]}"; do
+      case $spec in
+        "$name="*)
+          if [ "$arg" = "$name" ]; then
+            [ $# -ge 2 ] || { echo "$(basename "$0"): $name takes a value" >&2; usage 2 >&2; }
+            printf -v "${spec#*=}" '%s' "$2"
+            shift
+          else
+            printf -v "${spec#*=}" '%s' "${arg#*=}"
+          fi
+          found=1
+          break ;;
+        "$name:"*)
+          rest=${spec#*:}
+          printf -v "${rest%%=*}" '%s' "${rest#*=}"
+          found=1
+          break ;;
+      esac
+    done
+    [ -n "$found" ] || { echo "$(basename "$0"): unknown option '$arg'" >&2; usage 2 >&2; }
+    shift
+  done
+}

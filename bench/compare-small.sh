@@ -29,30 +29,9 @@ quick=no
 out=
 syscalls=yes
 
-usage() {
-  sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
-  exit "${1:-0}"
-}
 
-while [ $# -gt 0 ]; do
-  case $1 in
-    --quick) quick=yes ;;
-    --reps) reps=$2; shift ;;
-    --reps=*) reps=${1#*=} ;;
-    --min-time) min_time=$2; shift ;;
-    --min-time=*) min_time=${1#*=} ;;
-    --build-dir) build_dir=$2; shift ;;
-    --build-dir=*) build_dir=${1#*=} ;;
-    --ductile) ductile_lib=$2; shift ;;
-    --ductile=*) ductile_lib=${1#*=} ;;
-    --out) out=$2; shift ;;
-    --out=*) out=${1#*=} ;;
-    --no-syscalls) syscalls=no ;;
-    -h|--help) usage 0 ;;
-    *) echo "compare-small.sh: unknown option '$1'" >&2; usage 2 >&2 ;;
-  esac
-  shift
-done
+parse_options --quick:quick=yes --reps=reps --min-time=min_time --build-dir=build_dir \
+  --ductile=ductile_lib --out=out --no-syscalls:syscalls=no -- "$@"
 
 if [ "$quick" = yes ]; then
   reps=1

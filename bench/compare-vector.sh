@@ -34,33 +34,9 @@ reps=1
 png=$src_dir/docs/vector-doubling.png
 keep=
 
-usage() {
-  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
-  exit "${1:-0}"
-}
 
-while [ $# -gt 0 ]; do
-  case $1 in
-    --rounds) rounds=$2; shift ;;
-    --rounds=*) rounds=${1#*=} ;;
-    --top) top=$2; shift ;;
-    --top=*) top=${1#*=} ;;
-    --reps) reps=$2; shift ;;
-    --reps=*) reps=${1#*=} ;;
-    --png) png=$2; shift ;;
-    --png=*) png=${1#*=} ;;
-    --no-png) png= ;;
-    --build-dir) build_dir=$2; shift ;;
-    --build-dir=*) build_dir=${1#*=} ;;
-    --ductile) ductile_lib=$2; shift ;;
-    --ductile=*) ductile_lib=${1#*=} ;;
-    --keep) keep=$2; shift ;;
-    --keep=*) keep=${1#*=} ;;
-    -h|--help) usage 0 ;;
-    *) echo "compare-vector.sh: unknown option '$1'" >&2; usage 2 >&2 ;;
-  esac
-  shift
-done
+parse_options --rounds=rounds --top=top --reps=reps --png=png --no-png:png= \
+  --build-dir=build_dir --ductile=ductile_lib --keep=keep -- "$@"
 
 case $rounds$reps in *[!0-9]*|'') echo "compare-vector.sh: --rounds and --reps take numbers" >&2; exit 2 ;; esac
 ductile_lib=${ductile_lib:-$build_dir/.libs/libductile.so}

@@ -45,36 +45,9 @@ md=
 out=
 tmo=300
 
-usage() {
-  sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'
-  exit "${1:-0}"
-}
 
-while [ $# -gt 0 ]; do
-  case $1 in
-    --quick) quick=yes ;;
-    --reps) reps=$2; shift ;;
-    --reps=*) reps=${1#*=} ;;
-    --only) only=$2; shift ;;
-    --only=*) only=${1#*=} ;;
-    --png) png=$2; shift ;;
-    --png=*) png=${1#*=} ;;
-    --no-png) png= ;;
-    --md) md=$2; shift ;;
-    --md=*) md=${1#*=} ;;
-    --build-dir) build_dir=$2; shift ;;
-    --build-dir=*) build_dir=${1#*=} ;;
-    --ductile) ductile_lib=$2; shift ;;
-    --ductile=*) ductile_lib=${1#*=} ;;
-    --out) out=$2; shift ;;
-    --out=*) out=${1#*=} ;;
-    --timeout) tmo=$2; shift ;;
-    --timeout=*) tmo=${1#*=} ;;
-    -h|--help) usage 0 ;;
-    *) echo "compare-workloads.sh: unknown option '$1'" >&2; usage 2 >&2 ;;
-  esac
-  shift
-done
+parse_options --quick:quick=yes --reps=reps --only=only --png=png --no-png:png= --md=md \
+  --build-dir=build_dir --ductile=ductile_lib --out=out --timeout=tmo -- "$@"
 
 [ -n "$reps" ] || { [ "$quick" = yes ] && reps=3 || reps=7; }
 case $reps$tmo in *[!0-9]*|'') echo "compare-workloads.sh: --reps and --timeout take numbers" >&2; exit 2 ;; esac
