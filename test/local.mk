@@ -30,7 +30,8 @@ test_unit_chunk_test_SOURCES = \
 	test/unit/extent_set_test.cc \
 	test/support/fake_kernel.h \
 	test/support/fake_kernel.cc \
-	test/support/fake_clock.h
+	test/support/fake_clock.h \
+	test/support/layers.h
 test_unit_chunk_test_CPPFLAGS = $(ductile_test_cppflags)
 test_unit_chunk_test_CXXFLAGS = $(ductile_test_cxxflags)
 test_unit_chunk_test_LDFLAGS = $(ductile_test_ldflags)
@@ -40,7 +41,8 @@ test_unit_huge_test_SOURCES = \
 	test/unit/huge_test.cc \
 	test/support/fake_kernel.h \
 	test/support/fake_kernel.cc \
-	test/support/fake_clock.h
+	test/support/fake_clock.h \
+	test/support/layers.h
 test_unit_huge_test_CPPFLAGS = $(ductile_test_cppflags)
 test_unit_huge_test_CXXFLAGS = $(ductile_test_cxxflags)
 test_unit_huge_test_LDFLAGS = $(ductile_test_ldflags)
@@ -52,7 +54,8 @@ test_unit_small_test_SOURCES = \
 	test/unit/options_test.cc \
 	test/support/fake_kernel.h \
 	test/support/fake_kernel.cc \
-	test/support/fake_clock.h
+	test/support/fake_clock.h \
+	test/support/layers.h
 test_unit_small_test_CPPFLAGS = $(ductile_test_cppflags)
 test_unit_small_test_CXXFLAGS = $(ductile_test_cxxflags)
 test_unit_small_test_LDFLAGS = $(ductile_test_ldflags)

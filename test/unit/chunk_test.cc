@@ -15,6 +15,7 @@
 #include "chunk/chunk.h"
 #include "support/fake_clock.h"
 #include "support/fake_kernel.h"
+#include "support/layers.h"
 
 namespace ductile {
 namespace {
@@ -30,36 +31,23 @@ using test::Sys;
 
 constexpr size_t kMiB = size_t{1} << 20;
 
-class ChunkTest : public ::testing::Test {
+class ChunkTest : public test::ChunkLayerTest {
  protected:
   void SetUp() override { make(); }
 
-  void make(size_t reservation = 64 * kMiB) {
-    layer_.reset();
-    os_.reset();
-    os_ = std::make_unique<os::Os>(kernel_);
-    chunk::Options o;
-    o.decay_ns = 1000 * 1000000ull;  // 1 s
-    o.reservation = reservation;
-    layer_ = std::make_unique<ChunkLayer>(*os_, clock_, o);
-  }
+  void make(size_t reservation = 64 * kMiB) { make_chunks(reservation); }
 
   Extent* alloc(size_t size, size_t align = kPage) {
-    Allocation a = layer_->alloc(size, align);
+    Allocation a = chunks_->alloc(size, align);
     EXPECT_NE(a.extent, nullptr);
     return a.extent;
   }
   size_t syscalls() { return os_->counters().total(); }
-
-  FakeKernel kernel_;
-  FakeClock clock_;
-  std::unique_ptr<os::Os> os_;
-  std::unique_ptr<ChunkLayer> layer_;
 };
 
 TEST_F(ChunkTest, AllocReturnsAlignedCommittedPages) {
   for (size_t align : {kPage, 64 * kPage, kHugePage, 4 * kHugePage}) {
-    Allocation a = layer_->alloc(3 * kPage, align);
+    Allocation a = chunks_->alloc(3 * kPage, align);
     ASSERT_NE(a.extent, nullptr);
     EXPECT_TRUE(is_aligned(a.extent->base, align));
     EXPECT_EQ(a.extent->size, 3 * kPage);
@@ -67,23 +55,23 @@ TEST_F(ChunkTest, AllocReturnsAlignedCommittedPages) {
       for (size_t i = 0; i < a.extent->size; i++) ASSERT_EQ(static_cast<char*>(ptr(a.extent->base))[i], 0);
     }
     std::memset(ptr(a.extent->base), 1, a.extent->size);
-    layer_->free(a.extent);
+    chunks_->free(a.extent);
   }
 }
 
 TEST_F(ChunkTest, BadInputIsRefusedWithoutSyscalls) {
   size_t before = syscalls();
-  EXPECT_EQ(layer_->alloc(0).extent, nullptr);
-  EXPECT_EQ(layer_->alloc(kPage + 1).extent, nullptr);
-  EXPECT_EQ(layer_->alloc(SIZE_MAX & ~(kPage - 1)).extent, nullptr);  // address space cannot hold it
-  EXPECT_EQ(layer_->alloc(kPage, 3 * kPage).extent, nullptr);   // not a power of two
-  EXPECT_EQ(layer_->alloc(kPage, 16).extent, nullptr);          // below a page
-  EXPECT_EQ(layer_->alloc_at(kPage + 1, kPage).extent, nullptr);
-  EXPECT_EQ(layer_->alloc_at(0x1000, kPage).extent, nullptr);   // not ours
-  EXPECT_EQ(layer_->lookup(reinterpret_cast<void*>(uintptr_t{1} << 50)), nullptr);
-  EXPECT_EQ(layer_->lookup(&before), nullptr);                  // the stack is not ours
-  EXPECT_FALSE(layer_->shrink(nullptr, kPage));
-  EXPECT_EQ(layer_->grow(nullptr, kPage, true).path, GrowPath::kRefused);
+  EXPECT_EQ(chunks_->alloc(0).extent, nullptr);
+  EXPECT_EQ(chunks_->alloc(kPage + 1).extent, nullptr);
+  EXPECT_EQ(chunks_->alloc(SIZE_MAX & ~(kPage - 1)).extent, nullptr);  // address space cannot hold it
+  EXPECT_EQ(chunks_->alloc(kPage, 3 * kPage).extent, nullptr);   // not a power of two
+  EXPECT_EQ(chunks_->alloc(kPage, 16).extent, nullptr);          // below a page
+  EXPECT_EQ(chunks_->alloc_at(kPage + 1, kPage).extent, nullptr);
+  EXPECT_EQ(chunks_->alloc_at(0x1000, kPage).extent, nullptr);   // not ours
+  EXPECT_EQ(chunks_->lookup(reinterpret_cast<void*>(uintptr_t{1} << 50)), nullptr);
+  EXPECT_EQ(chunks_->lookup(&before), nullptr);                  // the stack is not ours
+  EXPECT_FALSE(chunks_->shrink(nullptr, kPage));
+  EXPECT_EQ(chunks_->grow(nullptr, kPage, true).path, GrowPath::kRefused);
   // Only the huge request may have tried (and failed) to reserve.
   EXPECT_LE(syscalls() - before, 4u);
 }
@@ -94,17 +82,17 @@ TEST_F(ChunkTest, OneReservationServesManyExtents) {
   size_t before = os_->counters().get(os::Call::kMmap);
   for (int i = 0; i < 99; i++) v.push_back(alloc(16 * kPage));
   EXPECT_EQ(os_->counters().get(os::Call::kMmap), before);
-  EXPECT_EQ(layer_->stats().reservations, 1u);
-  for (Extent* e : v) layer_->free(e);
+  EXPECT_EQ(chunks_->stats().reservations, 1u);
+  for (Extent* e : v) chunks_->free(e);
 }
 
 TEST_F(ChunkTest, FreedExtentIsRecycledWithoutSyscalls) {
   Extent* e = alloc(8 * kPage);
   uintptr_t base = e->base;
   std::memset(ptr(base), 'r', 8 * kPage);
-  layer_->free(e);
+  chunks_->free(e);
   size_t before = syscalls();
-  Allocation a = layer_->alloc(8 * kPage);
+  Allocation a = chunks_->alloc(8 * kPage);
   ASSERT_NE(a.extent, nullptr);
   EXPECT_EQ(a.extent->base, base);
   EXPECT_FALSE(a.zeroed);  // dirty: still holds the old bytes
@@ -119,17 +107,17 @@ TEST_F(ChunkTest, FreeNeighboursCoalesce) {
   uintptr_t base = a->base;
   ASSERT_EQ(b->base, a->end());
   ASSERT_EQ(c->base, b->end());
-  layer_->free(a);
-  layer_->free(c);
-  layer_->free(b);  // joins both sides
-  Extent* whole = layer_->lookup(ptr(base));
+  chunks_->free(a);
+  chunks_->free(c);
+  chunks_->free(b);  // joins both sides
+  Extent* whole = chunks_->lookup(ptr(base));
   ASSERT_NE(whole, nullptr);
   EXPECT_EQ(whole->base, base);
   EXPECT_EQ(whole->size, 12 * kPage);
   EXPECT_EQ(whole->state, ExtentState::kDirty);
-  EXPECT_EQ(layer_->lookup(ptr(base + 12 * kPage - kPage)), whole);
+  EXPECT_EQ(chunks_->lookup(ptr(base + 12 * kPage - kPage)), whole);
   size_t before = syscalls();
-  Allocation all = layer_->alloc(12 * kPage);
+  Allocation all = chunks_->alloc(12 * kPage);
   EXPECT_EQ(all.extent->base, base);
   EXPECT_EQ(syscalls(), before);
 }
@@ -138,12 +126,12 @@ TEST_F(ChunkTest, DirtyAndCleanDoNotCoalesce) {
   Extent* a = alloc(4 * kPage);
   Extent* b = alloc(4 * kPage);
   uintptr_t base = a->base;
-  layer_->free(a);
-  EXPECT_EQ(layer_->trim(), 4 * kPage);
-  layer_->free(b);
-  EXPECT_EQ(layer_->lookup(ptr(base))->size, 4 * kPage);
-  EXPECT_EQ(layer_->lookup(ptr(base))->state, ExtentState::kClean);
-  EXPECT_EQ(layer_->lookup(ptr(base + 4 * kPage))->state, ExtentState::kDirty);
+  chunks_->free(a);
+  EXPECT_EQ(chunks_->trim(), 4 * kPage);
+  chunks_->free(b);
+  EXPECT_EQ(chunks_->lookup(ptr(base))->size, 4 * kPage);
+  EXPECT_EQ(chunks_->lookup(ptr(base))->state, ExtentState::kClean);
+  EXPECT_EQ(chunks_->lookup(ptr(base + 4 * kPage))->state, ExtentState::kDirty);
 }
 
 // No dirty extent holds the request alone: the dirty pages are reused
@@ -153,29 +141,29 @@ TEST_F(ChunkTest, DirtyExtentTooSmallAloneIsTakenWithTheCleanRunAfterIt) {
   Extent* a = alloc(16 * kPage);
   uintptr_t base = a->base;
   std::memset(ptr(base), 'd', 8 * kPage);
-  layer_->free(a, 8 * kPage);  // 8 pages dirty, then clean up to the reservation's end
-  ASSERT_EQ(layer_->stats().dirty, 8 * kPage);
+  chunks_->free(a, 8 * kPage);  // 8 pages dirty, then clean up to the reservation's end
+  ASSERT_EQ(chunks_->stats().dirty, 8 * kPage);
   size_t before = syscalls();
-  Allocation got = layer_->alloc(12 * kPage);
+  Allocation got = chunks_->alloc(12 * kPage);
   ASSERT_NE(got.extent, nullptr);
   EXPECT_EQ(got.extent->base, base);  // on the dirty pages, not past them
   EXPECT_EQ(got.extent->size, 12 * kPage);
   EXPECT_FALSE(got.zeroed);
   EXPECT_EQ(static_cast<char*>(ptr(base))[8 * kPage - 1], 'd');
   EXPECT_EQ(syscalls(), before);
-  chunk::ChunkStats s = layer_->stats();
+  chunk::ChunkStats s = chunks_->stats();
   EXPECT_EQ(s.dirty, 0u);
   EXPECT_EQ(s.active + s.dirty + s.clean, s.reserved);
-  EXPECT_EQ(layer_->lookup(ptr(base)), got.extent);
-  EXPECT_EQ(layer_->lookup(ptr(base + 11 * kPage)), got.extent);
-  Extent* rest = layer_->lookup(ptr(base + 12 * kPage));
+  EXPECT_EQ(chunks_->lookup(ptr(base)), got.extent);
+  EXPECT_EQ(chunks_->lookup(ptr(base + 11 * kPage)), got.extent);
+  Extent* rest = chunks_->lookup(ptr(base + 12 * kPage));
   ASSERT_NE(rest, nullptr);
   EXPECT_EQ(rest->base, base + 12 * kPage);
   EXPECT_EQ(rest->state, ExtentState::kClean);
   // Freed, it is one dirty extent again: the next request of that size fits it alone.
-  layer_->free(got.extent);
-  EXPECT_EQ(layer_->stats().dirty, 12 * kPage);
-  EXPECT_EQ(layer_->alloc(12 * kPage).extent->base, base);
+  chunks_->free(got.extent);
+  EXPECT_EQ(chunks_->stats().dirty, 12 * kPage);
+  EXPECT_EQ(chunks_->alloc(12 * kPage).extent->base, base);
 }
 
 TEST_F(ChunkTest, DirtyExtentTooSmallAloneIsTakenWithTheCleanRunBeforeIt) {
@@ -183,23 +171,23 @@ TEST_F(ChunkTest, DirtyExtentTooSmallAloneIsTakenWithTheCleanRunBeforeIt) {
   Extent* b = alloc(8 * kPage);
   Extent* guard = alloc(kPage);
   uintptr_t bb = b->base;
-  layer_->free(a, 0);  // clean: never written
-  layer_->free(b);     // dirty, with a busy extent right after it
-  Allocation got = layer_->alloc(12 * kPage);
+  chunks_->free(a, 0);  // clean: never written
+  chunks_->free(b);     // dirty, with a busy extent right after it
+  Allocation got = chunks_->alloc(12 * kPage);
   ASSERT_NE(got.extent, nullptr);
   EXPECT_EQ(got.extent->end(), bb + 8 * kPage);  // ends where the dirty pages end
   EXPECT_EQ(got.extent->base, bb - 4 * kPage);
   EXPECT_FALSE(got.zeroed);
-  chunk::ChunkStats s = layer_->stats();
+  chunk::ChunkStats s = chunks_->stats();
   EXPECT_EQ(s.dirty, 0u);
   EXPECT_EQ(s.active + s.dirty + s.clean, s.reserved);
-  Extent* head = layer_->lookup(ptr(bb - 8 * kPage));
+  Extent* head = chunks_->lookup(ptr(bb - 8 * kPage));
   ASSERT_NE(head, nullptr);
   EXPECT_EQ(head->size, 4 * kPage);
   EXPECT_EQ(head->state, ExtentState::kClean);
-  EXPECT_EQ(layer_->lookup(ptr(got.extent->end())), guard);
-  layer_->free(got.extent);
-  layer_->free(guard);
+  EXPECT_EQ(chunks_->lookup(ptr(got.extent->end())), guard);
+  chunks_->free(got.extent);
+  chunks_->free(guard);
 }
 
 TEST_F(ChunkTest, TheRunThatReusesTheMostDirtyBytesWins) {
@@ -208,15 +196,15 @@ TEST_F(ChunkTest, TheRunThatReusesTheMostDirtyBytesWins) {
   Extent* b = alloc(16 * kPage);
   Extent* g2 = alloc(kPage);
   uintptr_t bb = b->base;
-  layer_->free(b, 8 * kPage);  // 8 dirty pages, 8 clean after
-  layer_->free(a, 4 * kPage);  // 4 dirty pages, 12 clean after (the newer one)
-  Allocation got = layer_->alloc(12 * kPage);
+  chunks_->free(b, 8 * kPage);  // 8 dirty pages, 8 clean after
+  chunks_->free(a, 4 * kPage);  // 4 dirty pages, 12 clean after (the newer one)
+  Allocation got = chunks_->alloc(12 * kPage);
   ASSERT_NE(got.extent, nullptr);
   EXPECT_EQ(got.extent->base, bb);
-  EXPECT_EQ(layer_->stats().dirty, 4 * kPage);  // only a's dirty pages are left
-  layer_->free(got.extent);
-  layer_->free(g1);
-  layer_->free(g2);
+  EXPECT_EQ(chunks_->stats().dirty, 4 * kPage);  // only a's dirty pages are left
+  chunks_->free(got.extent);
+  chunks_->free(g1);
+  chunks_->free(g2);
 }
 
 TEST_F(ChunkTest, AlignedRequestOverADirtyRunKeepsItsAlignment) {
@@ -224,13 +212,13 @@ TEST_F(ChunkTest, AlignedRequestOverADirtyRunKeepsItsAlignment) {
   Extent* a = alloc(6 * kMiB, kHugePage);
   uintptr_t base = a->base;
   ASSERT_TRUE(is_aligned(base, kHugePage));
-  layer_->free(a, 3 * kMiB);  // 3 MiB dirty: not a whole number of huge pages
-  Allocation got = layer_->alloc(4 * kMiB, kHugePage);
+  chunks_->free(a, 3 * kMiB);  // 3 MiB dirty: not a whole number of huge pages
+  Allocation got = chunks_->alloc(4 * kMiB, kHugePage);
   ASSERT_NE(got.extent, nullptr);
   EXPECT_TRUE(is_aligned(got.extent->base, kHugePage));
   EXPECT_EQ(got.extent->base, base);
-  EXPECT_EQ(layer_->stats().dirty, 0u);
-  layer_->free(got.extent);
+  EXPECT_EQ(chunks_->stats().dirty, 0u);
+  chunks_->free(got.extent);
 }
 
 TEST_F(ChunkTest, AllocAtTakesTheFreeExtentStartingThere) {
@@ -238,38 +226,38 @@ TEST_F(ChunkTest, AllocAtTakesTheFreeExtentStartingThere) {
   Extent* b = alloc(8 * kPage);
   Extent* guard = alloc(kPage);
   uintptr_t at = b->base;
-  layer_->free(b);
+  chunks_->free(b);
   size_t before = syscalls();
-  Allocation got = layer_->alloc_at(at, 4 * kPage);
+  Allocation got = chunks_->alloc_at(at, 4 * kPage);
   ASSERT_NE(got.extent, nullptr);
   EXPECT_EQ(got.extent->base, at);
   EXPECT_EQ(got.extent->size, 4 * kPage);
   EXPECT_EQ(syscalls(), before);
   // The rest of the freed extent is still free, starting right after.
-  Extent* rest = layer_->lookup(ptr(at + 4 * kPage));
+  Extent* rest = chunks_->lookup(ptr(at + 4 * kPage));
   ASSERT_NE(rest, nullptr);
   EXPECT_TRUE(rest->is_free());
   EXPECT_EQ(rest->size, 4 * kPage);
-  layer_->free(got.extent);
-  layer_->free(a);
-  layer_->free(guard);
+  chunks_->free(got.extent);
+  chunks_->free(a);
+  chunks_->free(guard);
 }
 
 TEST_F(ChunkTest, AllocAtRefusesBusyShortOrForeignAddresses) {
   Extent* a = alloc(4 * kPage);
   Extent* b = alloc(2 * kPage);
   Extent* guard = alloc(kPage);
-  EXPECT_EQ(layer_->alloc_at(b->base, kPage).extent, nullptr);  // busy
+  EXPECT_EQ(chunks_->alloc_at(b->base, kPage).extent, nullptr);  // busy
   uintptr_t at = b->base;
-  layer_->free(b);
-  EXPECT_EQ(layer_->alloc_at(at, 3 * kPage).extent, nullptr);  // too short
-  EXPECT_EQ(layer_->alloc_at(at + kPage, kPage).extent, nullptr);  // inside, not at the start
+  chunks_->free(b);
+  EXPECT_EQ(chunks_->alloc_at(at, 3 * kPage).extent, nullptr);  // too short
+  EXPECT_EQ(chunks_->alloc_at(at + kPage, kPage).extent, nullptr);  // inside, not at the start
   int on_stack = 0;
-  EXPECT_EQ(layer_->alloc_at(align_down(addr(&on_stack), kPage), kPage).extent, nullptr);
-  EXPECT_GE(layer_->stats().alloc_at_refusals, 4u);
-  EXPECT_NE(layer_->alloc_at(at, 2 * kPage).extent, nullptr);  // and still there to take
-  layer_->free(a);
-  layer_->free(guard);
+  EXPECT_EQ(chunks_->alloc_at(align_down(addr(&on_stack), kPage), kPage).extent, nullptr);
+  EXPECT_GE(chunks_->stats().alloc_at_refusals, 4u);
+  EXPECT_NE(chunks_->alloc_at(at, 2 * kPage).extent, nullptr);  // and still there to take
+  chunks_->free(a);
+  chunks_->free(guard);
 }
 
 TEST_F(ChunkTest, GrowTakesTheFreeNeighbour) {
@@ -277,19 +265,19 @@ TEST_F(ChunkTest, GrowTakesTheFreeNeighbour) {
   Extent* b = alloc(8 * kPage);
   Extent* guard = alloc(kPage);
   std::memset(ptr(a->base), 'g', 4 * kPage);
-  layer_->free(b);
+  chunks_->free(b);
   size_t before = syscalls();
-  chunk::GrowResult r = layer_->grow(a, 10 * kPage, true);
+  chunk::GrowResult r = chunks_->grow(a, 10 * kPage, true);
   EXPECT_EQ(r.path, GrowPath::kNeighbour);
   EXPECT_EQ(a->size, 10 * kPage);
   EXPECT_EQ(static_cast<char*>(ptr(a->base))[4 * kPage - 1], 'g');
-  EXPECT_EQ(layer_->lookup(ptr(a->end() - kPage)), a);
+  EXPECT_EQ(chunks_->lookup(ptr(a->end() - kPage)), a);
   EXPECT_EQ(syscalls(), before);
   // Busy neighbour: refused, unchanged, and no mapping is attempted over it.
-  EXPECT_EQ(layer_->grow(a, 20 * kPage, true).path, GrowPath::kRefused);
+  EXPECT_EQ(chunks_->grow(a, 20 * kPage, true).path, GrowPath::kRefused);
   EXPECT_EQ(a->size, 10 * kPage);
-  layer_->free(a);
-  layer_->free(guard);
+  chunks_->free(a);
+  chunks_->free(guard);
 }
 
 TEST_F(ChunkTest, GrowTakesARunOfDirtyAndCleanNeighbours) {
@@ -300,33 +288,33 @@ TEST_F(ChunkTest, GrowTakesARunOfDirtyAndCleanNeighbours) {
   uintptr_t cb = c->base;
   std::memset(ptr(a->base), 'a', 4 * kPage);
   std::memset(ptr(c->base), 'c', 8 * kPage);
-  layer_->free(b);
-  ASSERT_EQ(layer_->trim(), 4 * kPage);  // b is clean now; c, freed next, is dirty: they stay apart
-  layer_->free(c);
-  ASSERT_EQ(layer_->lookup(ptr(cb))->state, ExtentState::kDirty);
-  ASSERT_EQ(layer_->lookup(ptr(cb))->base, cb);
+  chunks_->free(b);
+  ASSERT_EQ(chunks_->trim(), 4 * kPage);  // b is clean now; c, freed next, is dirty: they stay apart
+  chunks_->free(c);
+  ASSERT_EQ(chunks_->lookup(ptr(cb))->state, ExtentState::kDirty);
+  ASSERT_EQ(chunks_->lookup(ptr(cb))->base, cb);
   size_t before = syscalls();
-  chunk::GrowResult r = layer_->grow(a, 10 * kPage, false);  // all of b, two pages of c
+  chunk::GrowResult r = chunks_->grow(a, 10 * kPage, false);  // all of b, two pages of c
   ASSERT_EQ(r.path, GrowPath::kNeighbour);
   EXPECT_FALSE(r.zeroed);  // part of it was dirty
   EXPECT_EQ(syscalls(), before);
   EXPECT_EQ(a->size, 10 * kPage);
-  EXPECT_EQ(layer_->lookup(ptr(a->end() - kPage)), a);
+  EXPECT_EQ(chunks_->lookup(ptr(a->end() - kPage)), a);
   EXPECT_EQ(static_cast<char*>(ptr(a->base))[4 * kPage - 1], 'a');
   EXPECT_EQ(static_cast<char*>(ptr(a->base))[9 * kPage], 'c');
   // The rest of c is still free, dirty, right after a.
-  Extent* rest = layer_->lookup(ptr(a->end()));
+  Extent* rest = chunks_->lookup(ptr(a->end()));
   ASSERT_NE(rest, nullptr);
   EXPECT_EQ(rest->base, a->end());
   EXPECT_EQ(rest->size, 6 * kPage);
   EXPECT_EQ(rest->state, ExtentState::kDirty);
-  chunk::ChunkStats s = layer_->stats();
+  chunk::ChunkStats s = chunks_->stats();
   EXPECT_EQ(s.active + s.dirty + s.clean, s.reserved);
   // And the last of the run joins too.
-  EXPECT_EQ(layer_->grow(a, 16 * kPage, false).path, GrowPath::kNeighbour);
-  EXPECT_EQ(layer_->lookup(ptr(a->end())), guard);
-  layer_->free(a);
-  layer_->free(guard);
+  EXPECT_EQ(chunks_->grow(a, 16 * kPage, false).path, GrowPath::kNeighbour);
+  EXPECT_EQ(chunks_->lookup(ptr(a->end())), guard);
+  chunks_->free(a);
+  chunks_->free(guard);
 }
 
 TEST_F(ChunkTest, GrowAcrossARunStopsAtABusyExtentWithoutChanges) {
@@ -334,18 +322,18 @@ TEST_F(ChunkTest, GrowAcrossARunStopsAtABusyExtentWithoutChanges) {
   Extent* b = alloc(4 * kPage);
   Extent* busy = alloc(4 * kPage);
   uintptr_t bb = b->base;
-  layer_->free(b);
+  chunks_->free(b);
   size_t before = syscalls();
-  EXPECT_EQ(layer_->grow(a, 10 * kPage, true).path, GrowPath::kRefused);
+  EXPECT_EQ(chunks_->grow(a, 10 * kPage, true).path, GrowPath::kRefused);
   EXPECT_EQ(syscalls(), before);  // no mapping attempted over our own busy extent
   EXPECT_EQ(a->size, 4 * kPage);
-  Extent* free_b = layer_->lookup(ptr(bb));
+  Extent* free_b = chunks_->lookup(ptr(bb));
   ASSERT_NE(free_b, nullptr);
   EXPECT_TRUE(free_b->is_free());
   EXPECT_EQ(free_b->size, 4 * kPage);
-  EXPECT_EQ(layer_->grow(a, 8 * kPage, false).path, GrowPath::kNeighbour);  // what is free still serves
-  layer_->free(a);
-  layer_->free(busy);
+  EXPECT_EQ(chunks_->grow(a, 8 * kPage, false).path, GrowPath::kNeighbour);  // what is free still serves
+  chunks_->free(a);
+  chunks_->free(busy);
 }
 
 TEST_F(ChunkTest, GrowTakesTheRunThenMapsPastIt) {
@@ -353,24 +341,24 @@ TEST_F(ChunkTest, GrowTakesTheRunThenMapsPastIt) {
   Extent* a = alloc(kMiB);
   Extent* b = alloc(kMiB);  // the rest of the reservation
   std::memset(ptr(a->base), 'r', kMiB);
-  layer_->free(b);
-  EXPECT_EQ(layer_->grow(a, 3 * kMiB, false).path, GrowPath::kRefused);  // the run ends short
+  chunks_->free(b);
+  EXPECT_EQ(chunks_->grow(a, 3 * kMiB, false).path, GrowPath::kRefused);  // the run ends short
   EXPECT_EQ(a->size, kMiB);
   size_t mmaps = os_->counters().get(os::Call::kMmap);
-  chunk::GrowResult r = layer_->grow(a, 3 * kMiB, true);
+  chunk::GrowResult r = chunks_->grow(a, 3 * kMiB, true);
   ASSERT_EQ(r.path, GrowPath::kMapped);
   EXPECT_FALSE(r.zeroed);  // b was dirty
   EXPECT_EQ(os_->counters().get(os::Call::kMmap) - mmaps, 1u);
   EXPECT_EQ(a->size, 3 * kMiB);
   static_cast<char*>(ptr(a->base))[3 * kMiB - 1] = 'z';
   EXPECT_EQ(static_cast<char*>(ptr(a->base))[kMiB - 1], 'r');
-  EXPECT_EQ(layer_->lookup(ptr(a->end() - kPage)), a);
+  EXPECT_EQ(chunks_->lookup(ptr(a->end() - kPage)), a);
   // Mapped in whole huge pages: the remaining MiB is a free neighbour.
-  EXPECT_EQ(layer_->grow(a, 4 * kMiB, false).path, GrowPath::kNeighbour);
-  chunk::ChunkStats s = layer_->stats();
+  EXPECT_EQ(chunks_->grow(a, 4 * kMiB, false).path, GrowPath::kNeighbour);
+  chunk::ChunkStats s = chunks_->stats();
   EXPECT_EQ(s.active, 4 * kMiB);
   EXPECT_EQ(s.reserved, 4 * kMiB);
-  layer_->free(a);
+  chunks_->free(a);
 }
 
 TEST_F(ChunkTest, StrictOvercommitGrowCommitsTheAddedBytesOnly) {
@@ -379,10 +367,10 @@ TEST_F(ChunkTest, StrictOvercommitGrowCommitsTheAddedBytesOnly) {
   Extent* a = alloc(4 * kPage);
   std::memset(ptr(a->base), 'x', 4 * kPage);
   kernel_.fail(Sys::kMprotect, ENOMEM);
-  EXPECT_EQ(layer_->grow(a, 8 * kPage, false).path, GrowPath::kRefused);
+  EXPECT_EQ(chunks_->grow(a, 8 * kPage, false).path, GrowPath::kRefused);
   EXPECT_EQ(a->size, 4 * kPage);
   kernel_.reset_calls();
-  ASSERT_EQ(layer_->grow(a, 8 * kPage, false).path, GrowPath::kNeighbour);
+  ASSERT_EQ(chunks_->grow(a, 8 * kPage, false).path, GrowPath::kNeighbour);
   auto calls = kernel_.calls();
   ASSERT_EQ(calls.size(), 1u);
   EXPECT_EQ(calls[0].sys, Sys::kMprotect);
@@ -390,22 +378,22 @@ TEST_F(ChunkTest, StrictOvercommitGrowCommitsTheAddedBytesOnly) {
   EXPECT_EQ(calls[0].len, 4 * kPage);
   std::memset(ptr(a->base + 4 * kPage), 'y', 4 * kPage);  // committed: writable
   EXPECT_EQ(static_cast<char*>(ptr(a->base))[0], 'x');
-  layer_->free(a);
+  chunks_->free(a);
 }
 
 TEST_F(ChunkTest, GrowMapsFreshSpacePastTheLastReservation) {
   make(2 * kMiB);
   Extent* a = alloc(2 * kMiB);  // the whole reservation
   std::memset(ptr(a->base), 'm', 2 * kMiB);
-  chunk::GrowResult r = layer_->grow(a, 3 * kMiB, true);
+  chunk::GrowResult r = chunks_->grow(a, 3 * kMiB, true);
   ASSERT_EQ(r.path, GrowPath::kMapped);
   EXPECT_TRUE(r.zeroed);
   EXPECT_EQ(a->size, 3 * kMiB);
   static_cast<char*>(ptr(a->base))[3 * kMiB - 1] = 'z';
   EXPECT_EQ(static_cast<char*>(ptr(a->base))[0], 'm');
   // The mapping was rounded to a huge page: the rest is a free neighbour now.
-  EXPECT_EQ(layer_->grow(a, 4 * kMiB, false).path, GrowPath::kNeighbour);
-  layer_->free(a);
+  EXPECT_EQ(chunks_->grow(a, 4 * kMiB, false).path, GrowPath::kNeighbour);
+  chunks_->free(a);
 }
 
 TEST_F(ChunkTest, GrowNeverClobbersAForeignMapping) {
@@ -415,21 +403,21 @@ TEST_F(ChunkTest, GrowNeverClobbersAForeignMapping) {
                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
   ASSERT_EQ(foreign, ptr(a->end()));
   static_cast<char*>(foreign)[0] = 'f';
-  EXPECT_EQ(layer_->grow(a, 4 * kMiB, true).path, GrowPath::kRefused);
+  EXPECT_EQ(chunks_->grow(a, 4 * kMiB, true).path, GrowPath::kRefused);
   EXPECT_EQ(static_cast<char*>(foreign)[0], 'f');
   EXPECT_EQ(a->size, 2 * kMiB);
   ::munmap(foreign, kPage);
-  layer_->free(a);
+  chunks_->free(a);
 }
 
 TEST_F(ChunkTest, FailedMapAtLeavesTheExtentUnchanged) {
   make(2 * kMiB);
   Extent* a = alloc(2 * kMiB);
   kernel_.fail(Sys::kMmap, ENOMEM);
-  EXPECT_EQ(layer_->grow(a, 4 * kMiB, true).path, GrowPath::kRefused);
+  EXPECT_EQ(chunks_->grow(a, 4 * kMiB, true).path, GrowPath::kRefused);
   EXPECT_EQ(a->size, 2 * kMiB);
-  EXPECT_EQ(layer_->grow(a, 4 * kMiB, true).path, GrowPath::kMapped);  // and works once the kernel does
-  layer_->free(a);
+  EXPECT_EQ(chunks_->grow(a, 4 * kMiB, true).path, GrowPath::kMapped);  // and works once the kernel does
+  chunks_->free(a);
 }
 
 TEST_F(ChunkTest, ShrinkReturnsTheTailThenRegrow) {
@@ -437,37 +425,37 @@ TEST_F(ChunkTest, ShrinkReturnsTheTailThenRegrow) {
   Extent* guard = alloc(kPage);
   uintptr_t base = a->base;
   std::memset(ptr(base), 's', 16 * kPage);
-  ASSERT_TRUE(layer_->shrink(a, 4 * kPage));
+  ASSERT_TRUE(chunks_->shrink(a, 4 * kPage));
   EXPECT_EQ(a->size, 4 * kPage);
-  Extent* tail = layer_->lookup(ptr(base + 4 * kPage));
+  Extent* tail = chunks_->lookup(ptr(base + 4 * kPage));
   ASSERT_NE(tail, nullptr);
   EXPECT_EQ(tail->state, ExtentState::kDirty);
   EXPECT_EQ(tail->size, 12 * kPage);
-  EXPECT_FALSE(layer_->shrink(a, 4 * kPage));  // not smaller
-  EXPECT_FALSE(layer_->shrink(a, 0));
-  EXPECT_EQ(layer_->grow(a, 16 * kPage, false).path, GrowPath::kNeighbour);
+  EXPECT_FALSE(chunks_->shrink(a, 4 * kPage));  // not smaller
+  EXPECT_FALSE(chunks_->shrink(a, 0));
+  EXPECT_EQ(chunks_->grow(a, 16 * kPage, false).path, GrowPath::kNeighbour);
   EXPECT_EQ(static_cast<char*>(ptr(base))[16 * kPage - 1], 's');
-  layer_->free(a);
-  layer_->free(guard);
+  chunks_->free(a);
+  chunks_->free(guard);
 }
 
 TEST_F(ChunkTest, DecayPurgesOnlyAfterTheDecayTime) {
   Extent* e = alloc(8 * kPage);
   uintptr_t base = e->base;
   std::memset(ptr(base), 'd', 8 * kPage);
-  layer_->free(e);
+  chunks_->free(e);
   clock_.advance_ms(500);
-  EXPECT_EQ(layer_->decay(), 0u);
-  EXPECT_EQ(layer_->stats().dirty, 8 * kPage);
+  EXPECT_EQ(chunks_->decay(), 0u);
+  EXPECT_EQ(chunks_->stats().dirty, 8 * kPage);
   EXPECT_EQ(static_cast<char*>(ptr(base))[0], 'd');
   clock_.advance_ms(600);
-  EXPECT_EQ(layer_->decay(), 8 * kPage);
-  chunk::ChunkStats s = layer_->stats();
+  EXPECT_EQ(chunks_->decay(), 8 * kPage);
+  chunk::ChunkStats s = chunks_->stats();
   EXPECT_EQ(s.dirty, 0u);
   EXPECT_EQ(s.purged_bytes, 8 * kPage);
   EXPECT_EQ(static_cast<char*>(ptr(base))[0], 0);
   // A purged extent is handed out as zeroed.
-  Allocation a = layer_->alloc(8 * kPage);
+  Allocation a = chunks_->alloc(8 * kPage);
   EXPECT_TRUE(a.zeroed);
 }
 
@@ -475,13 +463,13 @@ TEST_F(ChunkTest, DecayRunsFromTheFreePath) {
   Extent* old = alloc(8 * kPage);
   Extent* guard = alloc(kPage);  // keeps `old` and `e` from coalescing
   Extent* e = alloc(kPage);
-  layer_->free(old);
+  chunks_->free(old);
   clock_.advance_ms(1500);
   size_t before = os_->counters().get(os::Call::kMadvise);
-  layer_->free(e);  // notices that `old` is past its decay time
+  chunks_->free(e);  // notices that `old` is past its decay time
   EXPECT_EQ(os_->counters().get(os::Call::kMadvise) - before, 1u);
-  EXPECT_EQ(layer_->stats().dirty, kPage);
-  layer_->free(guard);
+  EXPECT_EQ(chunks_->stats().dirty, kPage);
+  chunks_->free(guard);
 }
 
 class ChunkHysteresis : public ChunkTest, public ::testing::WithParamInterface<size_t> {};
@@ -489,12 +477,12 @@ class ChunkHysteresis : public ChunkTest, public ::testing::WithParamInterface<s
 TEST_P(ChunkHysteresis, DrainAndRefillMakesNoSyscalls) {
   const size_t size = GetParam();
   Extent* warm = alloc(size);
-  layer_->free(warm);
+  chunks_->free(warm);
   size_t before = syscalls();
   for (int i = 0; i < 10000; i++) {
     Extent* e = alloc(size);
     static_cast<char*>(ptr(e->base))[0] = 1;
-    layer_->free(e);
+    chunks_->free(e);
     if (i % 10 == 0) clock_.advance_ms(1);  // 1 s of decay passes during the loop
   }
   EXPECT_EQ(syscalls(), before);
@@ -514,10 +502,10 @@ TEST_P(ChunkBatchPurge, TrimPurgesInBatches) {
   for (int i = 0; i < 80; i++) v.push_back(alloc(2 * kPage));
   for (int i = 0; i < 80; i += 2) {
     std::memset(ptr(v[i]->base), 'p', 2 * kPage);
-    layer_->free(v[i]);
+    chunks_->free(v[i]);
   }
   os_->counters().reset();
-  EXPECT_EQ(layer_->trim(), 40 * 2 * kPage);
+  EXPECT_EQ(chunks_->trim(), 40 * 2 * kPage);
   const size_t n = 40;
   if (batch_works) {
     EXPECT_EQ(os_->counters().get(os::Call::kProcessMadvise), (n + os::kPurgeBatch - 1) / os::kPurgeBatch);
@@ -526,7 +514,7 @@ TEST_P(ChunkBatchPurge, TrimPurgesInBatches) {
     EXPECT_EQ(os_->counters().get(os::Call::kMadvise), n);
   }
   for (int i = 0; i < 80; i += 2) EXPECT_EQ(static_cast<char*>(ptr(v[i]->base))[0], 0);
-  EXPECT_EQ(layer_->stats().dirty, 0u);
+  EXPECT_EQ(chunks_->stats().dirty, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(WithAndWithoutProcessMadvise, ChunkBatchPurge, ::testing::Bool());
@@ -539,28 +527,28 @@ TEST_F(ChunkTest, FailedPurgeKeepsExtentsDirtyAndUsable) {
   Extent* b = alloc(4 * kPage);
   uintptr_t ab = a->base;
   std::memset(ptr(ab), 'k', 4 * kPage);
-  layer_->free(a);
-  layer_->free(b);
+  chunks_->free(a);
+  chunks_->free(b);
   kernel_.fail(Sys::kMadvise, ENOMEM, 1);
-  EXPECT_EQ(layer_->trim(), 0u);
-  chunk::ChunkStats s = layer_->stats();
+  EXPECT_EQ(chunks_->trim(), 0u);
+  chunk::ChunkStats s = chunks_->stats();
   EXPECT_EQ(s.dirty, 4 * kPage + b->size);  // b coalesced with the reservation's dirty rest, if any
   EXPECT_EQ(static_cast<char*>(ptr(ab))[0], 'k');
   // Nothing was lost: the extent is handed out again, and purges once the kernel agrees.
-  EXPECT_EQ(layer_->alloc_at(ab, 4 * kPage).extent->base, ab);
-  layer_->free(layer_->lookup(ptr(ab)));
-  EXPECT_EQ(layer_->trim(), s.dirty);
-  layer_->free(guard);
+  EXPECT_EQ(chunks_->alloc_at(ab, 4 * kPage).extent->base, ab);
+  chunks_->free(chunks_->lookup(ptr(ab)));
+  EXPECT_EQ(chunks_->trim(), s.dirty);
+  chunks_->free(guard);
 }
 
 TEST_F(ChunkTest, FailedReservationIsCleanAndRetryable) {
   kernel_.fail(Sys::kMmap, ENOMEM, 8);
-  EXPECT_EQ(layer_->alloc(kPage).extent, nullptr);
-  chunk::ChunkStats s = layer_->stats();
+  EXPECT_EQ(chunks_->alloc(kPage).extent, nullptr);
+  chunk::ChunkStats s = chunks_->stats();
   EXPECT_EQ(s.reserved, 0u);
   EXPECT_EQ(s.active, 0u);
   kernel_.clear_failures();
-  EXPECT_NE(layer_->alloc(kPage).extent, nullptr);
+  EXPECT_NE(chunks_->alloc(kPage).extent, nullptr);
 }
 
 TEST_F(ChunkTest, OccupiedHintsAreSkipped) {
@@ -584,7 +572,7 @@ TEST_F(ChunkTest, StrictOvercommitCommitsOnlyWhatIsHandedOut) {
   make();
   ASSERT_TRUE(os_->features().strict_overcommit);
   kernel_.reset_calls();
-  Allocation a = layer_->alloc(4 * kPage);
+  Allocation a = chunks_->alloc(4 * kPage);
   ASSERT_NE(a.extent, nullptr);
   std::memset(ptr(a.extent->base), 1, 4 * kPage);
   auto calls = kernel_.calls();
@@ -595,12 +583,12 @@ TEST_F(ChunkTest, StrictOvercommitCommitsOnlyWhatIsHandedOut) {
   EXPECT_EQ(committed, 4 * kPage);
   // A refused commit hands nothing out and loses nothing.
   kernel_.fail(Sys::kMprotect, ENOMEM);
-  EXPECT_EQ(layer_->alloc(4 * kPage).extent, nullptr);
-  EXPECT_NE(layer_->alloc(4 * kPage).extent, nullptr);
+  EXPECT_EQ(chunks_->alloc(4 * kPage).extent, nullptr);
+  EXPECT_NE(chunks_->alloc(4 * kPage).extent, nullptr);
   // Committed memory comes back committed and is reused without a syscall.
-  layer_->free(a.extent);
+  chunks_->free(a.extent);
   kernel_.reset_calls();
-  EXPECT_NE(layer_->alloc(4 * kPage).extent, nullptr);
+  EXPECT_NE(chunks_->alloc(4 * kPage).extent, nullptr);
   EXPECT_EQ(kernel_.calls().size(), 0u);
 }
 
@@ -609,9 +597,9 @@ TEST_F(ChunkTest, FreeReturnsAnUnwrittenTailClean) {
   Extent* guard = alloc(kPage);
   uintptr_t base = a->base;
   std::memset(ptr(base), 'w', 4 * kPage);
-  layer_->free(a, 4 * kPage);  // only the first four pages were written
-  Extent* head = layer_->lookup(ptr(base));
-  Extent* tail = layer_->lookup(ptr(base + 4 * kPage));
+  chunks_->free(a, 4 * kPage);  // only the first four pages were written
+  Extent* head = chunks_->lookup(ptr(base));
+  Extent* tail = chunks_->lookup(ptr(base + 4 * kPage));
   ASSERT_NE(head, nullptr);
   ASSERT_NE(tail, nullptr);
   EXPECT_EQ(head->state, ExtentState::kDirty);
@@ -619,42 +607,42 @@ TEST_F(ChunkTest, FreeReturnsAnUnwrittenTailClean) {
   EXPECT_EQ(tail->state, ExtentState::kClean);
   EXPECT_EQ(tail->base, base + 4 * kPage);
   EXPECT_EQ(tail->size, 12 * kPage);
-  EXPECT_EQ(layer_->stats().dirty, 4 * kPage);
+  EXPECT_EQ(chunks_->stats().dirty, 4 * kPage);
   // Handed out again as zeroed, without a system call.
   size_t before = syscalls();
-  Allocation again = layer_->alloc_at(base + 4 * kPage, 12 * kPage);
+  Allocation again = chunks_->alloc_at(base + 4 * kPage, 12 * kPage);
   ASSERT_NE(again.extent, nullptr);
   EXPECT_TRUE(again.zeroed);
   EXPECT_EQ(syscalls(), before);
-  layer_->free(again.extent);
-  layer_->free(guard);
-  chunk::ChunkStats s = layer_->stats();
+  chunks_->free(again.extent);
+  chunks_->free(guard);
+  chunk::ChunkStats s = chunks_->stats();
   EXPECT_EQ(s.active + s.dirty + s.clean, s.reserved);
 }
 
 TEST_F(ChunkTest, StrictOvercommitPartialCommit) {
   kernel_.overcommit = "2\n";
   make();
-  Allocation a = layer_->alloc(64 * kPage, kPage, 4 * kPage);
+  Allocation a = chunks_->alloc(64 * kPage, kPage, 4 * kPage);
   ASSERT_NE(a.extent, nullptr);
   // Only the committed prefix is handed out as usable; free it with its commit size.
   EXPECT_EQ(a.extent->size, 4 * kPage);
-  layer_->free(a.extent, 4 * kPage);
+  chunks_->free(a.extent, 4 * kPage);
 }
 
 TEST_F(ChunkTest, LookupFindsBoundariesAndMappedInteriors) {
   Extent* e = alloc(8 * kPage);
-  EXPECT_EQ(layer_->lookup(ptr(e->base)), e);
-  EXPECT_EQ(layer_->lookup(ptr(e->base + 123)), e);
-  EXPECT_EQ(layer_->lookup(ptr(e->end() - 1)), e);
-  EXPECT_NE(layer_->lookup(ptr(e->base + 3 * kPage)), e);
-  ASSERT_TRUE(layer_->map_interior(e));
-  for (size_t i = 0; i < 8; i++) EXPECT_EQ(layer_->lookup(ptr(e->base + i * kPage + 5)), e);
+  EXPECT_EQ(chunks_->lookup(ptr(e->base)), e);
+  EXPECT_EQ(chunks_->lookup(ptr(e->base + 123)), e);
+  EXPECT_EQ(chunks_->lookup(ptr(e->end() - 1)), e);
+  EXPECT_NE(chunks_->lookup(ptr(e->base + 3 * kPage)), e);
+  ASSERT_TRUE(chunks_->map_interior(e));
+  for (size_t i = 0; i < 8; i++) EXPECT_EQ(chunks_->lookup(ptr(e->base + i * kPage + 5)), e);
   uintptr_t base = e->base;
-  layer_->free(e);
+  chunks_->free(e);
   // Freed: interior pages no longer claim to belong to an active extent.
   for (size_t i = 1; i < 7; i++) {
-    Extent* x = layer_->lookup(ptr(base + i * kPage));
+    Extent* x = chunks_->lookup(ptr(base + i * kPage));
     EXPECT_TRUE(x == nullptr || x->is_free());
   }
 }
@@ -662,24 +650,24 @@ TEST_F(ChunkTest, LookupFindsBoundariesAndMappedInteriors) {
 TEST_F(ChunkTest, ForgetDropsAMovedExtent) {
   Extent* e = alloc(4 * kPage);
   uintptr_t base = e->base;
-  size_t reserved = layer_->stats().reserved;
+  size_t reserved = chunks_->stats().reserved;
   // As the huge layer does after mremap moved the pages away:
   ASSERT_TRUE(os_->unmap(ptr(base), 4 * kPage));
-  layer_->forget(e);
-  EXPECT_EQ(layer_->lookup(ptr(base)), nullptr);
-  EXPECT_EQ(layer_->stats().reserved, reserved - 4 * kPage);
-  EXPECT_EQ(layer_->stats().active, 0u);
+  chunks_->forget(e);
+  EXPECT_EQ(chunks_->lookup(ptr(base)), nullptr);
+  EXPECT_EQ(chunks_->stats().reserved, reserved - 4 * kPage);
+  EXPECT_EQ(chunks_->stats().active, 0u);
 }
 
 TEST_F(ChunkTest, StatsAddUp) {
   Extent* a = alloc(4 * kPage);
   Extent* b = alloc(8 * kPage);
-  layer_->free(a);
-  chunk::ChunkStats s = layer_->stats();
+  chunks_->free(a);
+  chunk::ChunkStats s = chunks_->stats();
   EXPECT_EQ(s.active, 8 * kPage);
   EXPECT_EQ(s.active + s.dirty + s.clean, s.reserved);
-  layer_->free(b);
-  s = layer_->stats();
+  chunks_->free(b);
+  s = chunks_->stats();
   EXPECT_EQ(s.active, 0u);
   EXPECT_EQ(s.dirty + s.clean, s.reserved);
 }

@@ -22,6 +22,7 @@
 #include "huge/huge.h"
 #include "support/fake_clock.h"
 #include "support/fake_kernel.h"
+#include "support/layers.h"
 
 namespace ductile {
 namespace {
@@ -54,21 +55,15 @@ bool all_zero(const void* p, size_t n) {
   return true;
 }
 
-class HugeTest : public ::testing::Test {
+class HugeTest : public test::ChunkLayerTest {
  protected:
   void SetUp() override { make(); }
 
   // A fresh stack of layers (the kernel's settings are read by the Os).
   void make(size_t reservation = 256 * kMiB, huge::Options ho = huge::Options()) {
     huge_.reset();
-    chunks_.reset();
-    os_.reset();
     kernel_.clear_failures();
-    os_ = std::make_unique<os::Os>(kernel_);
-    chunk::Options co;
-    co.decay_ns = 1000 * 1000000ull;  // 1 s
-    co.reservation = reservation;
-    chunks_ = std::make_unique<ChunkLayer>(*os_, clock_, co);
+    make_chunks(reservation);
     huge_ = std::make_unique<HugeLayer>(*chunks_, ho);
   }
 
@@ -141,10 +136,6 @@ class HugeTest : public ::testing::Test {
     if (b.foreign) ::munmap(b.foreign, kPage);
   }
 
-  FakeKernel kernel_;
-  FakeClock clock_;
-  std::unique_ptr<os::Os> os_;
-  std::unique_ptr<ChunkLayer> chunks_;
   std::unique_ptr<HugeLayer> huge_;
 };
 

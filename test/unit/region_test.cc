@@ -16,6 +16,7 @@
 #include "small/region.h"
 #include "support/fake_clock.h"
 #include "support/fake_kernel.h"
+#include "support/layers.h"
 
 namespace ductile {
 namespace {
@@ -24,13 +25,10 @@ using namespace small;
 
 constexpr int kMadvPopulateWrite = 23;
 
-class RegionTest : public ::testing::Test {
+class RegionTest : public test::ChunkLayerTest {
  protected:
   void SetUp() override {
-    os_ = std::make_unique<os::Os>(kernel_);
-    chunk::Options o;
-    o.reservation = 64 << 20;
-    chunks_ = std::make_unique<chunk::ChunkLayer>(*os_, clock_, o);
+    make_chunks(64 << 20, chunk::Options().decay_ns);
     arena_.init(chunks_.get(), nullptr, ArenaOptions());
     kernel_.reset_calls();
   }
@@ -65,10 +63,6 @@ class RegionTest : public ::testing::Test {
     return v;
   }
 
-  test::FakeKernel kernel_;
-  test::FakeClock clock_;
-  std::unique_ptr<os::Os> os_;
-  std::unique_ptr<chunk::ChunkLayer> chunks_;
   SlabArena arena_;
 };
 

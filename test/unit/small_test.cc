@@ -13,6 +13,7 @@
 #include "small/thread_cache.h"
 #include "support/fake_clock.h"
 #include "support/fake_kernel.h"
+#include "support/layers.h"
 
 namespace ductile {
 namespace {
@@ -25,7 +26,9 @@ TEST(SizeClasses, EverySizeMapsToTheSmallestClassThatHoldsIt) {
     size_t c = class_of(s);
     ASSERT_LT(c, kNumClasses);
     ASSERT_GE(class_size(c), s) << s;
-    if (c > 0) ASSERT_LT(class_size(c - 1), s == 0 ? 1 : s) << s;
+    if (c > 0) {
+      ASSERT_LT(class_size(c - 1), s == 0 ? 1 : s) << s;
+    }
   }
   EXPECT_EQ(class_size(class_of(0)), 8u);
   EXPECT_EQ(class_size(class_of(8)), 8u);  // the 8-byte class costs 8 bytes
@@ -65,20 +68,12 @@ TEST(ThreadCacheLayout, SlotsPartitionTheArray) {
   EXPECT_EQ(total, kCacheSlots);
 }
 
-class BinTest : public ::testing::Test {
+class BinTest : public test::ChunkLayerTest {
  protected:
   void SetUp() override {
-    os_ = std::make_unique<os::Os>(kernel_);
-    chunk::Options o;
-    o.decay_ns = 1000 * 1000000ull;
-    o.reservation = 64 << 20;
-    chunks_ = std::make_unique<chunk::ChunkLayer>(*os_, clock_, o);
+    make_chunks(64 << 20);
     arena_.init(chunks_.get(), nullptr, ArenaOptions());
   }
-  test::FakeKernel kernel_;
-  test::FakeClock clock_;
-  std::unique_ptr<os::Os> os_;
-  std::unique_ptr<chunk::ChunkLayer> chunks_;
   SlabArena arena_;
 };
 
@@ -133,7 +128,9 @@ TEST_F(BinTest, BitmapFillReadsNoObjectAndHandsOutInAddressOrder) {
       size_t m = bin.fill(got.data() + k, std::min<size_t>(37, got.size() - k));
       ASSERT_GT(m, 0u);
       for (size_t i = k + 1; i < k + m; i++)
-        if (chunks_->lookup(got[i]) == chunks_->lookup(got[i - 1])) EXPECT_LT(got[i - 1], got[i]);
+        if (chunks_->lookup(got[i]) == chunks_->lookup(got[i - 1])) {
+          EXPECT_LT(got[i - 1], got[i]);
+        }
       k += m;
     }
     std::vector<void*> a = got, b = freed;
@@ -156,9 +153,11 @@ TEST_F(BinTest, BitmapsOnlyWhereTheyCostLittle) {
   EXPECT_EQ(kClasses.bitmap_words[class_of(8)], 0u);  // 1/64 of an 8-byte object
   EXPECT_EQ(kClasses.bitmap_words[class_of(16)], 0u);
   EXPECT_NE(kClasses.bitmap_words[class_of(24)], 0u);
-  for (size_t c = 0; c < kNumSmall; c++)
-    if (kClasses.bitmap_words[c] != 0)
+  for (size_t c = 0; c < kNumSmall; c++) {
+    if (kClasses.bitmap_words[c] != 0) {
       EXPECT_GE(kClasses.bitmap_words[c] * 64u, kClasses.objects_per_slab[c]);
+    }
+  }
 }
 
 TEST_F(BinTest, ObjectsNeverHandedOutStayUntouched) {
