@@ -3,13 +3,18 @@
 # measured in one go and printed as ratios (see docs/bench-small.md).
 #
 #   bench/compare-small.sh [--quick] [--reps N] [--min-time S]
+#                          [--pair-reps N] [--pair-min-time S]
 #                          [--build-dir DIR] [--ductile LIB] [--out DIR]
 #                          [--no-syscalls]
 #
 # Runs bench/malloc_bench (Google Benchmark; plain malloc/free) and
 # bench/rss_per_block (sizes 8, 24, 72, 200) under each allocator with
 # LD_PRELOAD, interleaving the allocators within every repetition (the
-# starting allocator rotates), then counts memory syscalls per malloc+free
+# starting allocator rotates): --reps repetitions of the batch and
+# producer/consumer benchmarks and of rss_per_block, each benchmark for
+# --min-time seconds, then --pair-reps shorter ones (--pair-min-time each)
+# of the malloc+free pairs, whose time moves with the machine's state from
+# one second to the next. Then it counts memory syscalls per malloc+free
 # pair in steady state with perf (syscall tracepoints) or, failing that,
 # strace -f -c. bench/ratios.py prints the median tables.
 #
@@ -25,19 +30,24 @@ build_dir=${BUILD_DIR:-$(dirname "$script_dir")}
 ductile_lib=${DUCTILE_LIB:-}
 reps=9
 min_time=0.2
+pair_reps=
+pair_min_time=0.05
 quick=no
 out=
 syscalls=yes
 
 
-parse_options --quick:quick=yes --reps=reps --min-time=min_time --build-dir=build_dir \
-  --ductile=ductile_lib --out=out --no-syscalls:syscalls=no -- "$@"
+parse_options --quick:quick=yes --reps=reps --min-time=min_time --pair-reps=pair_reps \
+  --pair-min-time=pair_min_time --build-dir=build_dir --ductile=ductile_lib --out=out \
+  --no-syscalls:syscalls=no -- "$@"
 
 if [ "$quick" = yes ]; then
   reps=1
   min_time=0.05
+  pair_reps=${pair_reps:-2}
   sys_iters="2000 22000"
 else
+  pair_reps=${pair_reps:-25}
   sys_iters="10000 210000"
 fi
 ductile_lib=${ductile_lib:-$build_dir/.libs/libductile.so}
@@ -54,8 +64,8 @@ done
 if [ -z "$out" ]; then
   out=$(mktemp -d "${TMPDIR:-/tmp}/compare-small.XXXXXX") || exit 1
 fi
-mkdir -p "$out/mb" "$out/rss" "$out/sys" "$out/log" || exit 1
-rm -f "$out"/mb/* "$out"/rss/* "$out"/sys/* "$out"/log/* "$out"/lib/*
+mkdir -p "$out/mb" "$out/pair" "$out/rss" "$out/sys" "$out/log" || exit 1
+rm -f "$out"/mb/* "$out"/pair/* "$out"/rss/* "$out"/sys/* "$out"/log/* "$out"/lib/*
 
 # --- allocators -------------------------------------------------------------
 names=(glibc jemalloc mimalloc tcmalloc ductile)
@@ -101,6 +111,8 @@ run_under() {
   printf 'thp\t%s\n' "$(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)"
   printf 'reps\t%s\n' "$reps"
   printf 'min_time\t%s s\n' "$min_time"
+  printf 'pair_reps\t%s\n' "$pair_reps"
+  printf 'pair_min_time\t%s s\n' "$pair_min_time"
   printf 'mode\t%s\n' "$([ "$quick" = yes ] && echo quick || echo full)"
 } >"$out/meta.tsv"
 
@@ -130,6 +142,7 @@ for ((r = 1; r <= reps; r++)); do
     printf 'rep %d/%d: %s\n' "$r" "$reps" "$n" >&2
     : >"$out/log/mb.$n.$r"
     if ! run_under "$n" "$out/log/mb.$n.$r" "$mb" --benchmark_min_time="$min_time" \
+        --benchmark_filter='^BM_(Batch|Producer)' \
         --benchmark_out="$out/mb/$n.$r.json" --benchmark_out_format=json \
         >>"$out/log/mb.$n.$r"; then
       echo "  malloc_bench under $n failed; see $out/log/mb.$n.$r" >&2
@@ -144,6 +157,23 @@ for ((r = 1; r <= reps; r++)); do
         rm -f "$out/rss/$n.$s.$r.txt"
       fi
     done
+  done
+done
+
+# The pairs: many short runs, every allocator in turn, so that each one's
+# runs are spread alike over the machine's slower and faster spells.
+for ((r = 1; r <= pair_reps; r++)); do
+  for ((k = 0; k < na; k++)); do
+    n=${avail[$(((k + r - 1) % na))]}
+    printf 'pairs %d/%d: %s\n' "$r" "$pair_reps" "$n" >&2
+    : >"$out/log/pair.$n.$r"
+    if ! run_under "$n" "$out/log/pair.$n.$r" "$mb" --benchmark_min_time="$pair_min_time" \
+        --benchmark_filter='^BM_Pair/' \
+        --benchmark_out="$out/pair/$n.$r.json" --benchmark_out_format=json \
+        >>"$out/log/pair.$n.$r"; then
+      echo "  malloc_bench pairs under $n failed; see $out/log/pair.$n.$r" >&2
+      rm -f "$out/pair/$n.$r.json"
+    fi
   done
 done
 

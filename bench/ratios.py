@@ -11,7 +11,9 @@ ductile against it.
 DIR layout (written by compare-small.sh):
   allocs.tsv                  name <TAB> status <TAB> path-or-reason
   meta.tsv                    key <TAB> value
-  mb/NAME.REP.json            malloc_bench --benchmark_out (JSON)
+  mb/NAME.REP.json            malloc_bench --benchmark_out (JSON): batch and
+                              producer/consumer (and, in older results, the pairs)
+  pair/NAME.REP.json          malloc_bench's pairs alone, shorter and more runs
   rss/NAME.SIZE.REP.txt       rss_per_block output (key=value)
   sys/NAME.SIZE.ITERS.txt     syscall counts of BM_Pair/SIZE run for ITERS
                               iterations (perf stat -x, or strace -c output)
@@ -53,6 +55,14 @@ def fmt_num(v):
     return "%.2g" % v
 
 
+def quantile(sorted_values, q):
+    """The q-quantile of sorted values, interpolated between neighbours."""
+    x = q * (len(sorted_values) - 1)
+    i = int(x)
+    j = min(i + 1, len(sorted_values) - 1)
+    return sorted_values[i] + (sorted_values[j] - sorted_values[i]) * (x - i)
+
+
 def median(values):
     values = [v for v in values if v is not None]
     return statistics.median(values) if values else None
@@ -83,9 +93,9 @@ class Results:
                          for r in read_tsv(os.path.join(d, "meta.tsv")))
 
     # -- malloc_bench --------------------------------------------------------
-    def bench_runs(self, name):
+    def bench_runs(self, name, sub="mb"):
         runs = []
-        for path in sorted(glob.glob(os.path.join(self.dir, "mb",
+        for path in sorted(glob.glob(os.path.join(self.dir, sub,
                                                   name + ".*.json"))):
             try:
                 with open(path) as f:
@@ -111,13 +121,16 @@ class Results:
                                                                   "ns")]
         return b["real_time"] * scale
 
-    def pair_ns(self, name, size):
+    def pair_all(self, name, size):
         vals = []
-        for run in self.bench_runs(name):
+        for run in self.bench_runs(name, "pair") or self.bench_runs(name):
             b = self.find(run, "BM_Pair/%d" % size)
             if b is not None:
                 vals.append(self.ns_per_iter(b))
-        return median(vals)
+        return vals
+
+    def pair_ns(self, name, size):
+        return median(self.pair_all(name, size))
 
     def batch_ns(self, name):
         vals = []
@@ -269,8 +282,8 @@ def main():
 
     print("## Results (%s)" % res.meta.get("date", ""))
     print()
-    for k in ("machine", "kernel", "thp", "reps", "min_time", "mode",
-              "other_load"):
+    for k in ("machine", "kernel", "thp", "reps", "min_time", "pair_reps",
+              "pair_min_time", "mode", "other_load"):
         if k in res.meta:
             print("* %s: %s" % (k, res.meta[k]))
     m = re.search(r"\(([\d.]+) %\)", res.meta.get("other_load", ""))
@@ -289,6 +302,17 @@ def main():
     print(table(res, "malloc+free pair", "ns per pair (median)", "lower",
                 rows, "BM_Pair/N: malloc(N), touch 1 byte, free. Batch: "
                 "malloc 1000 x 64 B then free them, time per pair."))
+    print("Pair time, 25th to 75th percentile of the runs (ns):")
+    print()
+    for s in PAIR_SIZES:
+        cells = []
+        for a in res.allocs:
+            v = sorted(res.pair_all(a, s))
+            if v:
+                cells.append("%s %s–%s" % (a, fmt_num(quantile(v, 0.25)),
+                                           fmt_num(quantile(v, 0.75))))
+        print("* %s: %s" % (fmt_size(s), "; ".join(cells)))
+    print()
 
     rows = [("16..512 B, 2 threads",
              {a: res.pc_mops(a) for a in res.allocs})]
