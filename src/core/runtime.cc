@@ -156,7 +156,7 @@ void flush_half(ThreadCache* tc, size_t cls) {
   size_t n = cap > 1 ? cap / 2 : 1;
   flush_objects(cls, b.items, n, false);
   std::memmove(b.items, b.items + n, (b.count - n) * sizeof(void*));
-  b.count = static_cast<uint16_t>(b.count - n);
+  b.count = static_cast<uint32_t>(b.count - n);
 }
 
 void flush_all(ThreadCache* tc, bool release) {
@@ -218,7 +218,7 @@ void* alloc_class(size_t cls, bool zero) {
   if (tc) {
     small::CacheBin& b = tc->bins[cls];
     if (b.count == 0 && small::is_small_class(cls)) {
-      b.count = static_cast<uint16_t>(
+      b.count = static_cast<uint32_t>(
           rt().bins[tc->bin_set][cls].fill(b.items, small::cache_cap(cls) > 1 ? small::cache_cap(cls) / 2 : 1));
       start_helper_if_asked();
     }

@@ -106,7 +106,7 @@ DUCTILE_ALWAYS_INLINE void* alloc(size_t size) noexcept {
     else return alloc_slow(size);
     small::CacheBin& b = tc->bins[cls];
     if (DUCTILE_LIKELY(b.count != 0)) {
-      if (kStats) tc->allocated += b.size;
+      if (kStats) tc->allocated += small::class_size(cls);
       return b.items[--b.count];
     }
   }
@@ -126,7 +126,7 @@ DUCTILE_ALWAYS_INLINE void dealloc(void* p) noexcept {
                        (cls < small::kNumClasses && (addr(p) & (kPage - 1)) == 0))) {
       small::CacheBin& b = tc->bins[cls];
       if (DUCTILE_LIKELY(b.count < b.limit)) {
-        if (kStats) tc->deallocated += b.size;
+        if (kStats) tc->deallocated += small::class_size(cls);
         b.items[b.count++] = p;
         return;
       }

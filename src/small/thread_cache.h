@@ -39,9 +39,8 @@ DUCTILE_ALWAYS_INLINE uint16_t cache_cap(size_t cls) { return detail::cache_slot
 // 16 bytes, so that a bin is found with one shift.
 struct CacheBin {
   void** items;   // stack: items[count-1] is the newest
-  uint16_t count;
-  uint16_t limit; // free() pushes while count < limit (the bin's cache_cap)
-  uint32_t size;  // the class size, for the byte counters
+  uint32_t count;
+  uint32_t limit; // free() pushes while count < limit (the bin's cache_cap)
 };
 static_assert(sizeof(CacheBin) == 16);
 
@@ -65,7 +64,6 @@ struct ThreadCache {
       bins[c].items = &slots[off];
       bins[c].count = 0;
       bins[c].limit = cache_cap(c);
-      bins[c].size = kClasses.size[c];
       off += bins[c].limit;
     }
     allocated = deallocated = 0;
