@@ -17,8 +17,9 @@
 // std::bad_alloc -- and it is a C++ program's, looked up by name when that
 // happens (also one a C program dlopen()ed later with a C++ plugin). The
 // nothrow forms catch what a handler throws; the symbols that catching
-// needs are weak, so they resolve to the program's runtime when it has one,
-// and are never used when it has none (nothing can throw then).
+// needs are weak, so they resolve to the program's runtime when it has one
+// at load time. Without one then, the nothrow forms do not call a handler
+// (one installed later by a plugin could throw past them) and return null.
 #include <dlfcn.h>
 
 #include <atomic>
@@ -32,6 +33,9 @@ asm(".weak __gxx_personality_v0");
 asm(".weak __cxa_begin_catch");
 asm(".weak __cxa_end_catch");
 asm(".weak _Unwind_Resume");
+// Declared for its address only: null when the program had no C++ runtime
+// when ductile was loaded.
+extern "C" void __gxx_personality_v0() __attribute__((weak));
 
 using namespace ductile;
 
@@ -92,6 +96,12 @@ DUCTILE_NOINLINE void* new_failed(size_t size, size_t align, bool nothrow) {
     std::new_handler handler = current_new_handler();
     if (handler == nullptr) break;
     if (nothrow) {
+      // The catch needs the C++ runtime's personality routine, bound when
+      // ductile was loaded. A C program that dlopen()s its C++ later (a
+      // plugin) has it unbound, and what a handler threw would pass through
+      // this noexcept frame: then the handler is not called, and the result
+      // is null, as when it throws.
+      if (&__gxx_personality_v0 == nullptr) return nullptr;
       try {
         handler();
       } catch (...) {

@@ -322,6 +322,37 @@ int main() {
   return ok == 4 ? 0 : 1;
 }
 CXX
+# A C program that loads its C++ later, in a plugin: ductile found no C++
+# runtime when it was loaded, so its nothrow new cannot catch what the
+# plugin's new-handler throws. It must still return null (under glibc the
+# runtime's own nothrow new does), not let the exception through.
+cat >"$work/lateplugin.cc" <<'CXX'
+#include <cstddef>
+#include <new>
+static void throwing_handler() { throw std::bad_alloc(); }
+extern "C" const char* plugin_run(void) {
+  std::set_new_handler(throwing_handler);
+  try {
+    char* q = new (std::nothrow) char[std::size_t{1} << 62];
+    std::set_new_handler(nullptr);
+    return q == nullptr ? "nothrow new: null" : "nothrow new: a block";
+  } catch (...) {
+    std::set_new_handler(nullptr);
+    return "nothrow new: an exception escaped";
+  }
+}
+CXX
+cat >"$work/lateplugin.c" <<'C'
+#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+  void *h = argc > 1 ? dlopen(argv[1], RTLD_NOW | RTLD_LOCAL) : NULL;
+  if (!h) { printf("dlopen: %s\n", dlerror()); return 1; }
+  const char *(*run)(void) = (const char *(*)(void))dlsym(h, "plugin_run");
+  puts(run ? run() : "no plugin_run");
+  return 0;
+}
+C
 if command -v gcc >/dev/null && gcc -O1 -o "$work/nostdcxx" "$work/nostdcxx.c" 2>/dev/null &&
   [ "$(LD_PRELOAD=$lib "$work/nostdcxx")" = "no libstdc++" ]; then
   pass "a C program loads no C++ runtime"
@@ -332,6 +363,13 @@ if command -v g++ >/dev/null && g++ -std=c++17 -O1 -o "$work/badalloc" "$work/ba
   compare bad-alloc "$work/badalloc"
 else
   fail bad-alloc "$(cat "$work/badalloc.err" 2>/dev/null)"
+fi
+if command -v g++ >/dev/null && command -v gcc >/dev/null &&
+  g++ -std=c++17 -O1 -shared -fPIC -o "$work/lateplugin.so" "$work/lateplugin.cc" 2>"$work/lateplugin.err" &&
+  gcc -O1 -o "$work/lateplugin" "$work/lateplugin.c" 2>>"$work/lateplugin.err"; then
+  compare late-cxx-plugin "$work/lateplugin" "$work/lateplugin.so"
+else
+  fail late-cxx-plugin "$(cat "$work/lateplugin.err" 2>/dev/null)"
 fi
 
 # The prefault helper (DUCTILE_CONF=prefault:true): no thread until a slab
