@@ -186,14 +186,14 @@ int ctl_trim(Req& r, const size_t*, size_t) {
 __thread uint64_t t_no_counter __attribute__((tls_model("initial-exec"))) = 0;
 
 small::ThreadCache* thread_cache() {
-  if (core::t_cache == nullptr) core::dealloc(core::alloc(1));  // makes one if caches are on
-  return core::t_cache;
+  if (core::own_cache() == nullptr) core::dealloc(core::alloc(1));  // makes one if caches are on
+  return core::own_cache();
 }
 
 template <bool Allocated>
 int ctl_thread_counter(Req& r, const size_t*, size_t) {
   if (!kStats) return ENOENT;
-  small::ThreadCache* tc = core::t_cache;
+  small::ThreadCache* tc = core::own_cache();
   uint64_t v = tc == nullptr ? 0 : Allocated ? tc->allocated : tc->deallocated;
   return read_only(r, v);
 }

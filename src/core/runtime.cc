@@ -16,7 +16,9 @@ namespace ductile::core {
 alignas(Runtime) unsigned char g_runtime[sizeof(Runtime)];
 std::atomic<bool> g_ready{false};
 size_t g_huge_threshold = 0;
-__thread small::ThreadCache* t_cache __attribute__((tls_model("initial-exec"))) = nullptr;
+alignas(small::ThreadCache) unsigned char g_no_cache[sizeof(small::ThreadCache)];
+__thread small::ThreadCache* t_cache __attribute__((tls_model("initial-exec"))) =
+    reinterpret_cast<small::ThreadCache*>(g_no_cache);
 
 namespace {
 
@@ -123,7 +125,7 @@ ThreadCache* create_cache() {
 
 DUCTILE_ALWAYS_INLINE ThreadCache* cache() {
   ThreadCache* tc = t_cache;
-  return DUCTILE_LIKELY(tc != nullptr) ? tc : create_cache();
+  return DUCTILE_LIKELY(tc != no_cache()) ? tc : create_cache();
 }
 
 // Returns the first n objects of a cache bin to where they came from.
@@ -185,7 +187,7 @@ void unlink_cache(ThreadCache* tc) {
 
 void thread_exit(void* arg) noexcept {
   auto* tc = static_cast<ThreadCache*>(arg);
-  t_cache = nullptr;
+  t_cache = no_cache();
   t_state = kExiting;  // frees from later destructors go straight to the bins
   // Cached medium blocks are purged as they go back: nobody will touch them soon.
   retire_cache(tc, true);
@@ -247,7 +249,7 @@ void* alloc_class(size_t cls, bool zero) {
 // old one deallocated).
 void count_bytes(size_t allocated, size_t deallocated) {
   if (!kStats) return;
-  if (ThreadCache* tc = t_cache) {
+  if (ThreadCache* tc = own_cache()) {
     tc->allocated += allocated;
     tc->deallocated += deallocated;
   }
@@ -285,7 +287,7 @@ void* alloc_impl(size_t size, size_t align, bool zero) {
 // makes the cache, so a thread that only frees still frees through one.
 ThreadCache* cache_for_free() {
   ThreadCache* tc = t_cache;
-  if (DUCTILE_LIKELY(tc != nullptr)) return tc;
+  if (DUCTILE_LIKELY(tc != no_cache())) return tc;
   if (t_state == kNoCache && !t_freed_uncached) {
     t_freed_uncached = true;
     return nullptr;
@@ -321,7 +323,7 @@ void dealloc_extent(void* p, Extent* e) {
     case ExtentKind::kHuge:
       if (DUCTILE_UNLIKELY(addr(p) != e->base)) return;
       if (kStats)
-        if (ThreadCache* tc = t_cache) tc->deallocated += e->usable;
+        if (ThreadCache* tc = own_cache()) tc->deallocated += e->usable;
       rt().huge.free(e);
       return;
     case ExtentKind::kNone:
@@ -543,7 +545,7 @@ void* reallocate_aligned(void* p, size_t size, size_t align, bool zero) noexcept
 
 size_t trim() noexcept {
   if (!g_ready.load(std::memory_order_acquire)) return 0;
-  if (ThreadCache* tc = t_cache) flush_all(tc, false);
+  if (ThreadCache* tc = own_cache()) flush_all(tc, false);
   rt().for_each_bin([](small::Bin& b) { b.trim(); });
   size_t bytes = rt().arena.trim();
   return bytes + rt().chunks.trim();
@@ -587,7 +589,7 @@ void postfork_child() noexcept {
   // in the middle of an operation (a flush half done), so their contents
   // cannot be trusted: the blocks in them stay allocated (as with jemalloc),
   // and the cache records go back to the pool for the child's new threads.
-  ThreadCache* mine = t_cache;
+  ThreadCache* mine = own_cache();
   ThreadCache* tc = g_live_caches;
   while (tc != nullptr) {
     ThreadCache* next = tc->next;

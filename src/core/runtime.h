@@ -63,10 +63,23 @@ extern std::atomic<bool> g_ready;
 extern size_t g_huge_threshold;
 inline Runtime& rt() { return *reinterpret_cast<Runtime*>(g_runtime); }
 
-// The calling thread's cache, set once the runtime is ready and the thread
-// has a cache. initial-exec TLS: reading it never calls into the dynamic
-// linker (which could allocate).
+// The cache of every thread that has none (not yet, no longer, or none at
+// all under tcache:false): zero bytes, so each bin is empty and without
+// room, and the inline malloc and free miss on it and need no null test.
+// Never written; raw storage, like g_runtime, so that no constructor runs.
+alignas(small::ThreadCache) extern unsigned char g_no_cache[sizeof(small::ThreadCache)];
+inline small::ThreadCache* no_cache() { return reinterpret_cast<small::ThreadCache*>(g_no_cache); }
+
+// The calling thread's cache once the runtime is ready and the thread has
+// one, else no_cache(); never null. initial-exec TLS: reading it never
+// calls into the dynamic linker (which could allocate).
 extern __thread small::ThreadCache* t_cache __attribute__((tls_model("initial-exec")));
+
+// The calling thread's own cache, or nullptr while it has none.
+inline small::ThreadCache* own_cache() {
+  small::ThreadCache* tc = t_cache;
+  return tc == no_cache() ? nullptr : tc;
+}
 
 // Slow paths and everything but the cache hits. All set errno on failure.
 void* alloc_slow(size_t size) noexcept;
@@ -99,16 +112,14 @@ bool ensure_ready() noexcept;
 // above small::kMaxTableSize, so table-classed sizes skip the threshold test.
 DUCTILE_ALWAYS_INLINE void* alloc(size_t size) noexcept {
   small::ThreadCache* tc = t_cache;
-  if (DUCTILE_LIKELY(tc != nullptr)) {
-    size_t cls;
-    if (DUCTILE_LIKELY(size <= small::kMaxTableSize)) cls = small::class_of_table(size);
-    else if (size < g_huge_threshold) cls = small::class_of(size);
-    else return alloc_slow(size);
-    small::CacheBin& b = tc->bins[cls];
-    if (DUCTILE_LIKELY(b.count != 0)) {
-      if (kStats) tc->allocated += small::class_size(cls);
-      return b.items[--b.count];
-    }
+  size_t cls;
+  if (DUCTILE_LIKELY(size <= small::kMaxTableSize)) cls = small::class_of_table(size);
+  else if (size < g_huge_threshold) cls = small::class_of(size);
+  else return alloc_slow(size);
+  small::CacheBin& b = tc->bins[cls];
+  if (DUCTILE_LIKELY(b.count != 0)) {
+    if (kStats) tc->allocated += small::class_size(cls);
+    return b.items[--b.count];
   }
   return alloc_slow(size);
 }
@@ -118,18 +129,16 @@ DUCTILE_ALWAYS_INLINE void* alloc(size_t size) noexcept {
 // loads no extent: TLS, the page map's root and leaf, the cache bin.
 DUCTILE_ALWAYS_INLINE void dealloc(void* p) noexcept {
   small::ThreadCache* tc = t_cache;
-  if (DUCTILE_LIKELY(tc != nullptr)) {
-    // No tag (0, also for nullptr and foreign pointers) wraps to a huge class.
-    size_t cls = size_t{chunk::PageMap::entry_tag(rt().chunks.lookup_entry(p))} - 1;
-    // A medium block only by its start: page aligned on its (tagged) first page.
-    if (DUCTILE_LIKELY(cls < small::kNumSmall ||
-                       (cls < small::kNumClasses && (addr(p) & (kPage - 1)) == 0))) {
-      small::CacheBin& b = tc->bins[cls];
-      if (DUCTILE_LIKELY(b.count < b.limit)) {
-        if (kStats) tc->deallocated += small::class_size(cls);
-        b.items[b.count++] = p;
-        return;
-      }
+  // No tag (0, also for nullptr and foreign pointers) wraps to a huge class.
+  size_t cls = size_t{chunk::PageMap::entry_tag(rt().chunks.lookup_entry(p))} - 1;
+  // A medium block only by its start: page aligned on its (tagged) first page.
+  if (DUCTILE_LIKELY(cls < small::kNumSmall ||
+                     (cls < small::kNumClasses && (addr(p) & (kPage - 1)) == 0))) {
+    small::CacheBin& b = tc->bins[cls];
+    if (DUCTILE_LIKELY(b.count < b.limit)) {
+      if (kStats) tc->deallocated += small::class_size(cls);
+      b.items[b.count++] = p;
+      return;
     }
   }
   dealloc_slow(p);

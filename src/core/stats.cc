@@ -356,7 +356,7 @@ void take_snapshot(StatsSnapshot& s) noexcept {
   for (size_t i = 0; i < os::kCallKinds; i++) s.calls[i] = k.get(static_cast<os::Call>(i));
   s.purged_bytes = k.purged_bytes.load(std::memory_order_relaxed);
   s.purged_ranges = k.purged_ranges.load(std::memory_order_relaxed);
-  if (small::ThreadCache* tc = t_cache) {
+  if (small::ThreadCache* tc = own_cache()) {
     s.thread_allocated = tc->allocated;
     s.thread_deallocated = tc->deallocated;
   }

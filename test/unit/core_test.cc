@@ -296,6 +296,54 @@ TEST(Threads, FirstFreeOfANewThreadIsNotReusedByIt) {
   ductile_free(mine);
 }
 
+// A thread without a cache reads core::no_cache(), whose bins are empty and
+// without room, so that the inline malloc and free need no null test; it
+// must stay all zero whatever such threads do: free first, allocate, exit,
+// and allocate and free again from a key destructor after the cache is gone.
+namespace {
+pthread_key_t g_late_key;
+std::atomic<int> g_late_rounds{0};
+void late_destructor(void* v) {
+  if (core::own_cache() != nullptr) {  // ductile's destructor has not run yet
+    pthread_setspecific(g_late_key, v);
+    return;
+  }
+  ductile_free(v);
+  void* p = ductile_malloc(24);
+  void* q = ductile_malloc(40000);
+  ductile_free(p);
+  ductile_free(q);
+  g_late_rounds++;
+}
+bool all_zero(const unsigned char* p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i] != 0) return false;
+  return true;
+}
+}  // namespace
+
+TEST(Threads, TheCacheOfThreadsWithoutOneStaysEmpty) {
+  ASSERT_EQ(pthread_key_create(&g_late_key, late_destructor), 0);
+  void* handed = ductile_malloc(16);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; t++) {
+    threads.emplace_back([&, t] {
+      EXPECT_EQ(core::t_cache, core::no_cache());
+      if (t == 0) ductile_free(handed);  // a first free, before any cache
+      pthread_setspecific(g_late_key, ductile_malloc(100));
+      for (size_t size : {8, 100, 5000, 70000, 3 << 20}) {
+        void* p = ductile_malloc(size);
+        ASSERT_NE(p, nullptr);
+        ductile_free(p);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(g_late_rounds.load(), 4);
+  EXPECT_TRUE(all_zero(core::g_no_cache, sizeof(core::g_no_cache)));
+  pthread_key_delete(g_late_key);
+}
+
 TEST(Threads, ExitReturnsTheMemoryOfFreeSlabs) {
   // A thread's exit hands the slabs it emptied back to the shared pool: the
   // slab arena, which gives regions left without a slab back to the chunk
