@@ -147,8 +147,8 @@ static_assert(sizeof(ClassTable::coarse_lookup) == kMaxCoarseSize / 128 + 1);
 // The class for a size <= kMaxTableSize: one table load.
 DUCTILE_ALWAYS_INLINE size_t class_of_table(size_t size) { return kClasses.small_lookup[(size + 7) >> 3]; }
 // The class for a size <= kMaxCoarseSize, exact only above kMaxTableSize:
-// one table load. (A table load measured about a fifth less per malloc+free
-// pair at 4 KiB and 64 KiB than the formula's bit scan and variable shift.)
+// one table load, off the path of the formula's bit scan and variable
+// shift (a 4 KiB malloc+free pair 12.6 -> 11.4 ns, 64 KiB 13.6 -> 13.1).
 DUCTILE_ALWAYS_INLINE size_t class_of_coarse(size_t size) { return kClasses.coarse_lookup[(size + 127) >> 7]; }
 // The class for a size in (kMaxTableSize, kMaxClassSize].
 DUCTILE_ALWAYS_INLINE size_t class_of_formula(size_t size) {
