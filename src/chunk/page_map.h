@@ -58,11 +58,13 @@ class PageMap {
   // The raw entry (extent pointer and tag) of the page holding a; 0 when no
   // extent was ever registered there.
   DUCTILE_ALWAYS_INLINE uintptr_t lookup_entry(uintptr_t a) const noexcept {
-    if (!in_range(a)) return 0;
-    size_t page = a >> kPageShift;
-    Leaf* leaf = root_[page >> kLevelBits].load(std::memory_order_acquire);
+    // The root index doubles as the range test: it is below kFanout exactly
+    // when a is below 2^kAddressBits (one shift fewer for free()).
+    const size_t top = a >> (kPageShift + kLevelBits);
+    if (top >= kFanout) return 0;
+    Leaf* leaf = root_[top].load(std::memory_order_acquire);
     if (leaf == nullptr) return 0;
-    return leaf->slots[page & (kFanout - 1)].load(std::memory_order_acquire);
+    return leaf->slots[(a >> kPageShift) & (kFanout - 1)].load(std::memory_order_acquire);
   }
   // nullptr when no extent was ever registered at that page.
   Extent* lookup(uintptr_t a) const noexcept { return entry_extent(lookup_entry(a)); }
