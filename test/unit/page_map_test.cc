@@ -25,6 +25,10 @@ TEST(PageMap, SetAndLookup) {
   for (size_t i = 0; i < 64; i++) EXPECT_EQ(map.lookup(e.base + i * kPage), &e);
   EXPECT_EQ(map.lookup(e.end()), nullptr);
   EXPECT_EQ(map.lookup(uintptr_t{1} << 48), nullptr);  // beyond 48-bit addresses
+  // High bits never alias a mapped address.
+  EXPECT_EQ(map.lookup(e.base | uintptr_t{1} << 48), nullptr);
+  EXPECT_EQ(map.lookup_entry(e.base | uintptr_t{1} << 63), 0u);
+  EXPECT_EQ(map.lookup(~uintptr_t{0}), nullptr);
   EXPECT_FALSE(map.ensure(uintptr_t{1} << 48, kPage));
 }
 
