@@ -134,21 +134,27 @@ children_s >"$out/log/kids0"; kids0=$(cat "$out/log/kids0")
 wall0=$(date +%s.%N)
 
 # --- timed runs, interleaved ------------------------------------------------
+# bench_under NAME KIND REP MIN_TIME FILTER: malloc_bench's benchmarks that
+# match FILTER under allocator NAME, into KIND/NAME.REP.json (KIND: mb or
+# pair); a failed run leaves no JSON, and its log's tail on stderr.
+bench_under() {
+  local n=$1 kind=$2 r=$3 log=$out/log/$2.$1.$3
+  : >"$log"
+  if ! run_under "$n" "$log" "$mb" --benchmark_min_time="$4" --benchmark_filter="$5" \
+      --benchmark_out="$out/$kind/$n.$r.json" --benchmark_out_format=json >>"$log"; then
+    echo "  malloc_bench ($kind) under $n failed; see $log" >&2
+    tail -n 5 "$log" | sed 's/^/  | /' >&2
+    rm -f "$out/$kind/$n.$r.json"
+  fi
+}
+
 rss_sizes="8 24 72 200"
 na=${#avail[@]}
 for ((r = 1; r <= reps; r++)); do
   for ((k = 0; k < na; k++)); do
     n=${avail[$(((k + r - 1) % na))]}
     printf 'rep %d/%d: %s\n' "$r" "$reps" "$n" >&2
-    : >"$out/log/mb.$n.$r"
-    if ! run_under "$n" "$out/log/mb.$n.$r" "$mb" --benchmark_min_time="$min_time" \
-        --benchmark_filter='^BM_(Batch|Producer)' \
-        --benchmark_out="$out/mb/$n.$r.json" --benchmark_out_format=json \
-        >>"$out/log/mb.$n.$r"; then
-      echo "  malloc_bench under $n failed; see $out/log/mb.$n.$r" >&2
-      tail -n 5 "$out/log/mb.$n.$r" | sed 's/^/  | /' >&2
-      rm -f "$out/mb/$n.$r.json"
-    fi
+    bench_under "$n" mb "$r" "$min_time" '^BM_(Batch|Producer)'
     for s in $rss_sizes; do
       : >"$out/log/rss.$n.$s.$r"
       if ! run_under "$n" "$out/log/rss.$n.$s.$r" "$rpb" "$s" \
@@ -166,14 +172,7 @@ for ((r = 1; r <= pair_reps; r++)); do
   for ((k = 0; k < na; k++)); do
     n=${avail[$(((k + r - 1) % na))]}
     printf 'pairs %d/%d: %s\n' "$r" "$pair_reps" "$n" >&2
-    : >"$out/log/pair.$n.$r"
-    if ! run_under "$n" "$out/log/pair.$n.$r" "$mb" --benchmark_min_time="$pair_min_time" \
-        --benchmark_filter='^BM_Pair/' \
-        --benchmark_out="$out/pair/$n.$r.json" --benchmark_out_format=json \
-        >>"$out/log/pair.$n.$r"; then
-      echo "  malloc_bench pairs under $n failed; see $out/log/pair.$n.$r" >&2
-      rm -f "$out/pair/$n.$r.json"
-    fi
+    bench_under "$n" pair "$r" "$pair_min_time" '^BM_Pair/'
   done
 done
 
