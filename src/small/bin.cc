@@ -224,7 +224,6 @@ size_t Bin::flush_locked(void** objs, size_t n, Lent* expired, size_t& nexpired)
       if (o->bin != this) {
         objs[others++] = p;
         span = 0;
-        lo = 0;
         continue;
       }
       s = o;
