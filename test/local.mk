@@ -72,6 +72,16 @@ test_unit_core_test_LDADD = $(ductile_test_ldadd)
 # Real programs under LD_PRELOAD of the built library.
 TESTS += test/integration/preload_test.sh
 EXTRA_DIST += test/integration/preload_test.sh
+
+# Under an address-space limit (ulimit -v): real programs, a realloc-growth
+# loop to the limit and threads that allocate until refused.
+check_PROGRAMS += test/integration/rlimit_prog
+test_integration_rlimit_prog_SOURCES = test/integration/rlimit_prog.c
+test_integration_rlimit_prog_CFLAGS = -pthread
+test_integration_rlimit_prog_LDFLAGS = -pthread
+test_integration_rlimit_prog_LDADD = libductile.la
+TESTS += test/integration/rlimit_test.sh
+EXTRA_DIST += test/integration/rlimit_test.sh
 AM_TESTS_ENVIRONMENT = builddir='$(abs_top_builddir)'; export builddir;
 
 # The API layer: jemalloc's extended API, mallctl, stats and the C++

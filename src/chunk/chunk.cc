@@ -3,7 +3,9 @@
 #include <sys/auxv.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstring>
+#include <initializer_list>
 #include <new>
 
 namespace ductile::chunk {
@@ -39,6 +41,14 @@ ChunkLayer::ChunkLayer(os::Os& os, Clock& clock, const Options& options) noexcep
     uintptr_t expected = 0;
     g_cursor.compare_exchange_strong(expected, random_hint(), std::memory_order_relaxed);
   }
+  // Under RLIMIT_AS every reservation counts whole against the limit,
+  // touched or not: 1 GiB reservations would fail every allocation of a
+  // process limited to 1 GiB from the first call. There reservations are at
+  // most a sixteenth of the limit (a 64 MiB limit takes 4 MiB at a time,
+  // next to the program's own mappings), and reserve_more() falls back to
+  // exactly the size asked for.
+  const size_t limit = os_.features().address_space_limit;
+  if (limit != SIZE_MAX && options_.reservation > limit / 16) options_.reservation = limit / 16;
   if (options_.reservation < kHugePage) options_.reservation = kHugePage;
   options_.reservation = align_up(options_.reservation, kHugePage);
 }
@@ -180,9 +190,43 @@ bool ChunkLayer::reserve_more(size_t size, size_t align) noexcept {
   size_t want = align_up(size, kHugePage);
   if (want == 0 || want + extra < want) return false;
   want += extra;
-  size_t res = want > options_.reservation ? want : options_.reservation;
-  size_t hint_align = align > kHugePage ? align : kHugePage;
+  const size_t hint_align = align > kHugePage ? align : kHugePage;
+  // The usual size first; if the kernel refuses it (RLIMIT_AS, or a
+  // fragmented address space), just what this request needs.
+  const int saved = errno;
+  if (want < options_.reservation && reserve(options_.reservation, hint_align)) return true;
+  if (!reserve(want, hint_align)) {
+    // At the address-space limit, retained free space is what stands in the
+    // way: give it back and try once more. (Without a limit a refusal means
+    // the request is absurd, and the retained pages are worth keeping.)
+    const size_t limit = os_.features().address_space_limit;
+    if (limit == SIZE_MAX || want > limit || unmap_free() == 0 || !reserve(want, hint_align)) return false;
+  }
+  errno = saved;  // a call that succeeds leaves errno alone
+  return true;
+}
 
+size_t ChunkLayer::unmap_free() noexcept {
+  size_t bytes = 0;
+  for (ExtentSet* set : {&dirty_, &clean_}) {
+    while (Extent* e = set->oldest()) {
+      set->remove(e);
+      if (!os_.unmap(ptr(e->base), e->size)) {
+        set->insert(e);
+        return bytes;
+      }
+      clear_interior(e);
+      (void)page_map_.set_range(e->base, kPage, nullptr);
+      (void)page_map_.set_range(e->end() - kPage, kPage, nullptr);
+      stats_.reserved -= e->size;
+      bytes += e->size;
+      recycle(e);
+    }
+  }
+  return bytes;
+}
+
+bool ChunkLayer::reserve(size_t res, size_t hint_align) noexcept {
   uintptr_t base = 0;
   for (int i = 0; i < kHintTries && base == 0; i++) {
     uintptr_t hint = align_up(cursor(), hint_align);

@@ -43,6 +43,7 @@ struct Options {
   // The smallest reservation. Address space is plentiful on 64-bit and a
   // read/write MAP_NORESERVE reservation costs nothing until touched, while
   // every mapping counts against vm.max_map_count: few, large reservations.
+  // Capped at a sixteenth of RLIMIT_AS where one is set.
   size_t reservation = size_t{1} << 30;
   // First address tried for reservations; 0 picks a randomised one in the
   // otherwise empty range above 2 TiB (ASLR keeps its entropy).
@@ -182,6 +183,11 @@ class ChunkLayer {
   // and refusals.
   GrowResult grow_locked(Extent* e, size_t new_size, bool may_map, bool count, bool clean_only = false) noexcept;
   bool reserve_more(size_t size, size_t align) noexcept;
+  // Maps one reservation of `res` bytes, `hint_align`ed, and adds it clean.
+  bool reserve(size_t res, size_t hint_align) noexcept;
+  // Unmaps every free extent (lock held): address space back to the kernel
+  // when RLIMIT_AS refuses a reservation. Returns the bytes unmapped.
+  size_t unmap_free() noexcept;
   // Where the next reservation is tried: process-wide unless first_hint was given.
   uintptr_t cursor() const noexcept;
   void advance_cursor(uintptr_t to) noexcept;

@@ -29,6 +29,8 @@ class Kernel {
   // Reads up to n-1 bytes of a small /proc or /sys file into buf (NUL-terminated);
   // returns the length or -1.
   virtual ssize_t read_small_file(const char* path, char* buf, size_t n) noexcept = 0;
+  // The soft RLIMIT_AS in bytes (getrlimit); SIZE_MAX when unlimited.
+  virtual size_t address_space_limit() noexcept = 0;
 };
 
 // The real kernel. A single static instance: usable before constructors run.

@@ -1,6 +1,7 @@
 // The one file that issues memory system calls.
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -61,6 +62,11 @@ class LinuxKernel final : public Kernel {
     ::close(fd);
     buf[total] = '\0';
     return total;
+  }
+  size_t address_space_limit() noexcept override {
+    struct rlimit r;
+    if (::getrlimit(RLIMIT_AS, &r) != 0 || r.rlim_cur == RLIM_INFINITY || r.rlim_cur > SIZE_MAX) return SIZE_MAX;
+    return static_cast<size_t>(r.rlim_cur);
   }
 };
 

@@ -74,6 +74,7 @@ Os::~Os() {
 }
 
 void Os::probe() noexcept {
+  features_.address_space_limit = kernel_.address_space_limit();
   char buf[64];
   if (kernel_.read_small_file("/proc/sys/vm/overcommit_memory", buf, sizeof buf) > 0)
     features_.strict_overcommit = buf[0] == '2';

@@ -65,6 +65,9 @@ struct Features {
   bool populate_write = false;       // MADV_POPULATE_WRITE, Linux 5.14
   bool strict_overcommit = false;    // vm.overcommit_memory == 2
   ThpMode thp = ThpMode::kUnknown;   // /sys/kernel/mm/transparent_hugepage/enabled
+  // RLIMIT_AS (ulimit -v) at start-up, SIZE_MAX when unlimited: every
+  // reservation counts against it, touched or not.
+  size_t address_space_limit = SIZE_MAX;
 };
 
 enum class Advice : uint8_t { kDontNeed, kFree };

@@ -6,6 +6,7 @@
 #include <sys/uio.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -35,6 +36,7 @@ class FakeKernel final : public os::Kernel {
   int populate_errno = 0;
   std::string overcommit = "0\n";
   std::string thp = "always [madvise] never\n";
+  size_t as_limit = SIZE_MAX;  // what address_space_limit() reports (RLIMIT_AS)
 
   // Fails the next `times` calls of `sys` with `err` (after `skip` successful ones).
   void fail(Sys sys, int err, int times = 1, int skip = 0);
@@ -53,6 +55,7 @@ class FakeKernel final : public os::Kernel {
   int pidfd_open(pid_t pid) noexcept override;
   int close(int fd) noexcept override;
   ssize_t read_small_file(const char* path, char* buf, size_t n) noexcept override;
+  size_t address_space_limit() noexcept override { return as_limit; }
 
  private:
   struct Failure {

@@ -86,6 +86,75 @@ TEST_F(ChunkTest, OneReservationServesManyExtents) {
   for (Extent* e : v) chunks_->free(e);
 }
 
+// Under RLIMIT_AS every reservation counts whole: 1 GiB ones would make a
+// process limited to 1 GiB fail its first malloc (ls under ulimit -v).
+TEST_F(ChunkTest, ReservationsStayAFractionOfTheAddressSpaceLimit) {
+  make(1024 * kMiB);
+  Extent* a = alloc(16 * kPage);
+  EXPECT_EQ(chunks_->stats().reserved, 1024 * kMiB);  // unlimited: the usual size
+  chunks_->free(a);
+
+  kernel_.as_limit = 64 * kMiB;
+  make(1024 * kMiB);
+  a = alloc(16 * kPage);
+  EXPECT_EQ(chunks_->stats().reserved, 4 * kMiB);  // a sixteenth of the limit
+  Extent* b = alloc(8 * kMiB);                      // more than that: exactly what it needs
+  EXPECT_EQ(chunks_->stats().reserved, 12 * kMiB);
+  EXPECT_EQ(chunks_->stats().reservations, 2u);
+  chunks_->free(a);
+  chunks_->free(b);
+
+  kernel_.as_limit = 8 * kMiB;  // never below one huge page
+  make(1024 * kMiB);
+  a = alloc(kPage);
+  EXPECT_EQ(chunks_->stats().reserved, 2 * kMiB);
+  chunks_->free(a);
+}
+
+TEST_F(ChunkTest, RefusedReservationFallsBackToTheSizeAskedFor) {
+  make(1024 * kMiB);
+  kernel_.fail(Sys::kMmap, ENOMEM);  // the 1 GiB reservation
+  errno = 0;
+  Extent* a = alloc(16 * kPage);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(errno, 0);  // the refusal on the way does not show
+  EXPECT_EQ(chunks_->stats().reserved, 2 * kMiB);
+  EXPECT_EQ(chunks_->stats().reservations, 1u);
+  chunks_->free(a);
+}
+
+// At the limit, retained free space is what stands in the way of a new
+// reservation: it is unmapped and the reservation tried again.
+TEST_F(ChunkTest, AtTheAddressSpaceLimitFreeSpaceIsUnmappedForANewReservation) {
+  kernel_.as_limit = 64 * kMiB;
+  make(4 * kMiB);
+  Extent* a = alloc(2 * kMiB);
+  std::memset(ptr(a->base), 1, kPage);
+  const uintptr_t old_base = a->base;
+  chunks_->free(a);  // 2 MiB dirty, 2 MiB clean, all of the reservation
+  ASSERT_EQ(chunks_->stats().reserved, 4 * kMiB);
+  const size_t unmaps = kernel_.count(Sys::kMunmap);
+  kernel_.fail(Sys::kMmap, ENOMEM);  // the 8 MiB reservation, once
+  Extent* b = alloc(8 * kMiB);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(chunks_->stats().reserved, 8 * kMiB);
+  EXPECT_EQ(chunks_->stats().dirty, 0u);
+  EXPECT_EQ(chunks_->stats().clean, 0u);
+  EXPECT_EQ(kernel_.count(Sys::kMunmap), unmaps + 2);
+  EXPECT_EQ(chunks_->lookup(ptr(old_base)), nullptr);
+  chunks_->free(b);
+
+  // Without a limit a refused reservation keeps the retained space.
+  kernel_.as_limit = SIZE_MAX;
+  make(4 * kMiB);
+  a = alloc(2 * kMiB);
+  chunks_->free(a);
+  kernel_.fail(Sys::kMmap, ENOMEM, 4);
+  Allocation r = chunks_->alloc(64 * kMiB);
+  EXPECT_EQ(r.extent, nullptr);
+  EXPECT_EQ(chunks_->stats().reserved, 4 * kMiB);
+}
+
 TEST_F(ChunkTest, FreedExtentIsRecycledWithoutSyscalls) {
   Extent* e = alloc(8 * kPage);
   uintptr_t base = e->base;
