@@ -34,6 +34,8 @@ libductile_core_la_SOURCES = \
 	src/small/region.h \
 	src/small/region.cc \
 	src/small/thread_cache.h \
+	src/core/background.h \
+	src/core/background.cc \
 	src/core/options.h \
 	src/core/options.cc \
 	src/core/runtime.h \

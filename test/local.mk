@@ -81,7 +81,15 @@ test_integration_rlimit_prog_CFLAGS = -pthread
 test_integration_rlimit_prog_LDFLAGS = -pthread
 test_integration_rlimit_prog_LDADD = libductile.la
 TESTS += test/integration/rlimit_test.sh
-EXTRA_DIST += test/integration/rlimit_test.sh
+EXTRA_DIST += test/integration/rlimit_test.sh test/integration/report.sh
+
+# Freed memory returns while the program is quiet (decay_ms:0, the
+# background thread).
+check_PROGRAMS += test/integration/quiet_prog
+test_integration_quiet_prog_SOURCES = test/integration/quiet_prog.c
+test_integration_quiet_prog_LDADD = libductile.la
+TESTS += test/integration/decay_test.sh
+EXTRA_DIST += test/integration/decay_test.sh
 AM_TESTS_ENVIRONMENT = builddir='$(abs_top_builddir)'; export builddir;
 
 # The API layer: jemalloc's extended API, mallctl, stats and the C++

@@ -235,6 +235,7 @@ int set_decay_ms(uint64_t ms) {
   if (!core::set_option(o, "decay_ms", text, n)) return EINVAL;
   core::rt().opts.decay_ms = o.decay_ms;
   core::rt().chunks.set_decay_ns(o.decay_ms * 1000000u);
+  core::rt().background.set_decay(o.decay_ms * 1000000u);
   return 0;
 }
 
@@ -271,6 +272,14 @@ int ctl_opt_stats_print(Req& r, const size_t*, size_t) { return read_only(r, cor
 int ctl_opt_prefault(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.prefault); }
 int ctl_opt_bin_sets(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.bin_sets); }
 int ctl_opt_narenas(Req& r, const size_t*, size_t) { return read_only(r, 1u); }
+int ctl_opt_background_thread(Req& r, const size_t*, size_t) {
+  return read_only(r, core::rt().opts.background_thread);
+}
+// jemalloc's run-time switch: here whether the thread is enabled (it starts
+// when memory awaits decay); fixed at start-up, so writing it is EPERM.
+int ctl_background_thread(Req& r, const size_t*, size_t) {
+  return read_only(r, core::rt().background.enabled());
+}
 
 int ctl_config_debug(Req& r, const size_t*, size_t) { return read_only(r, kDebug); }
 int ctl_config_stats(Req& r, const size_t*, size_t) { return read_only(r, kStats); }
@@ -311,6 +320,7 @@ constexpr Node kOpt[] = {
     LEAF("stats_print", ctl_opt_stats_print),       // bool
     LEAF("prefault", ctl_opt_prefault),             // bool
     LEAF("bin_sets", ctl_opt_bin_sets),             // size_t (0: one per CPU)
+    LEAF("background_thread", ctl_opt_background_thread), // bool
     LEAF("dirty_decay_ms", ctl_opt_dirty_decay_ms), // ssize_t, jemalloc's
     LEAF("narenas", ctl_opt_narenas),               // unsigned, jemalloc's
 };
@@ -363,6 +373,7 @@ constexpr Node kDuctile[] = {
 constexpr Node kRootKids[] = {
     LEAF("version", ctl_version),
     LEAF("epoch", ctl_epoch),
+    LEAF("background_thread", ctl_background_thread),
     INNER("stats", kStatsKids),
     INNER("thread", kThread),
     INDEXED("arena", kArenaIndexed, arena_index_ok),

@@ -527,6 +527,7 @@ bool ChunkLayer::shrink(Extent* e, size_t new_size) noexcept {
   stats_.active -= tail->size;
   tail->freed_ns = clock_.now_ns();
   insert_free(tail, ExtentState::kDirty);
+  ring_if_due(dirty_.bytes());
   return true;
 }
 
@@ -552,8 +553,31 @@ void ChunkLayer::free(Extent* e, size_t committed) noexcept {
     e->freed_ns = now;
     if (e->size == 0) recycle(e);
     else insert_free(e, ExtentState::kDirty);
+    ring_if_due(dirty_.bytes());
   }
-  maybe_decay();
+  // decay_ms:0 purges on free, every time: the rate limit of maybe_decay()
+  // would leave the frees of one clock tick dirty in a program that then
+  // goes quiet.
+  if (options_.decay_ns == 0) (void)purge_dirty(0);
+  else maybe_decay();
+}
+
+void ChunkLayer::arm(size_t bytes) noexcept {
+  noted_.store(0, std::memory_order_relaxed);
+  armed_at_.store(bytes, std::memory_order_relaxed);
+}
+
+void ChunkLayer::note_retained(size_t bytes) noexcept {
+  if (armed_at_.load(std::memory_order_relaxed) == 0) return;
+  noted_.fetch_add(bytes, std::memory_order_relaxed);
+  ring_if_due(0);  // no lock: callers hold theirs (free() adds the dirty bytes)
+}
+
+void ChunkLayer::ring_if_due(size_t dirty) noexcept {
+  const size_t at = armed_at_.load(std::memory_order_relaxed);
+  if (at == 0 || dirty + noted_.load(std::memory_order_relaxed) < at) return;
+  armed_at_.store(0, std::memory_order_relaxed);
+  signal_.store(true, std::memory_order_release);
 }
 
 void ChunkLayer::forget(Extent* e) noexcept {

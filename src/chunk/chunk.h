@@ -23,6 +23,7 @@
 // All methods are thread safe and never allocate through ductile.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -150,6 +151,18 @@ class ChunkLayer {
 
   // Purges extents that have been dirty for at least the decay time.
   size_t decay() noexcept;
+
+  // The background thread's doorbell. arm(n): raise the signal once the
+  // dirty bytes, plus what upper layers noted as retained for decay (empty
+  // slabs), reach n (a free counts both; a note, made under the noter's own
+  // lock, only the notes). take_signal() reads and clears it (slow paths poll it
+  // where they hold no lock). Disarmed (0) by default and after it fires,
+  // so an armed-and-fired layer costs its callers one relaxed load.
+  void arm(size_t bytes) noexcept;
+  void note_retained(size_t bytes) noexcept;
+  bool take_signal() noexcept {
+    return signal_.load(std::memory_order_relaxed) && signal_.exchange(false, std::memory_order_acquire);
+  }
   // Purges every dirty extent now. Returns the bytes purged.
   size_t trim() noexcept;
 
@@ -204,6 +217,8 @@ class ChunkLayer {
   };
   PurgeResult purge_marked(Extent* const* batch, size_t n) noexcept;
   void maybe_decay() noexcept;
+  // After `dirty` bytes are known retained: rings the doorbell if armed.
+  void ring_if_due(size_t dirty) noexcept;
 
   os::Os& os_;
   Clock& clock_;
@@ -217,6 +232,9 @@ class ChunkLayer {
   Extent* spare_ = nullptr;  // recycled extent structs
   uintptr_t own_cursor_ = 0;  // Options::first_hint given: this layer's own cursor
   uint64_t last_decay_ns_ = 0;
+  std::atomic<size_t> armed_at_{0};
+  std::atomic<size_t> noted_{0};
+  std::atomic<bool> signal_{false};
   ChunkStats stats_;
 };
 

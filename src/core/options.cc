@@ -66,6 +66,7 @@ bool set_threshold(Options& o, const char* v, size_t n) {
 bool set_tcache(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.tcache); }
 bool set_stats_print(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.stats_print); }
 bool set_prefault(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.prefault); }
+bool set_background_thread(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.background_thread); }
 bool set_bin_sets(Options& o, const char* v, size_t n) {
   uint64_t x;
   if (!parse_u64(v, n, &x) || x > kMaxBinSetsOption) return false;
@@ -86,6 +87,7 @@ constexpr Entry kTable[] = {
     {"stats_print", set_stats_print},
     {"prefault", set_prefault},
     {"bin_sets", set_bin_sets},
+    {"background_thread", set_background_thread},
 };
 
 void warn_entry(const char* what, const char* s, size_t n) {
@@ -167,6 +169,7 @@ bool option_to_string(const Options& o, const char* name, char* buf, size_t n) n
   else if (!std::strcmp(name, "stats_print")) copy(o.stats_print ? "true" : "false");
   else if (!std::strcmp(name, "prefault")) copy(o.prefault ? "true" : "false");
   else if (!std::strcmp(name, "bin_sets")) (void)format_u64(o.bin_sets, buf, n);
+  else if (!std::strcmp(name, "background_thread")) copy(o.background_thread ? "true" : "false");
   else return false;
   return true;
 }

@@ -76,6 +76,12 @@ void prefork() noexcept;
 void postfork_parent() noexcept;
 void postfork_child() noexcept;
 
+// Enough memory awaits decay and the background thread sleeps (or was never
+// started): wake it here, where this thread holds no lock.
+DUCTILE_ALWAYS_INLINE void wake_background_if_rung() {
+  if (DUCTILE_UNLIKELY(rt().chunks.take_signal())) rt().background.wake();
+}
+
 // ---- medium blocks -----------------------------------------------------
 void* medium_from_chunks(size_t cls, size_t align, bool zero) {
   size_t size = small::class_size(cls);
@@ -194,6 +200,7 @@ void thread_exit(void* arg) noexcept {
   // Slabs that hold only free objects now -- beyond the one per class kept for
   // hysteresis -- are purged and returned as zeroed space for the next user.
   rt().for_each_bin([](small::Bin& b) { b.release_surplus(); });
+  wake_background_if_rung();
 }
 
 // ---- size dispatch -----------------------------------------------------
@@ -214,6 +221,7 @@ size_t class_for(size_t size, size_t align) {
 DUCTILE_ALWAYS_INLINE void start_helper_if_asked() {
   if (DUCTILE_UNLIKELY(rt().prefault.start_pending())) (void)rt().prefault.start();
 }
+
 
 void* alloc_class(size_t cls, bool zero) {
   ThreadCache* tc = cache();
@@ -276,6 +284,7 @@ void* alloc_impl(size_t size, size_t align, bool zero) {
     p = alloc_class(class_for(size, align), zero);
   }
   if (DUCTILE_UNLIKELY(p == nullptr)) errno = ENOMEM;
+  wake_background_if_rung();
   return p;
 }
 
@@ -346,6 +355,29 @@ size_t usable_of(const Extent* e) noexcept {
   return e->kind == ExtentKind::kSlab ? small::class_size(e->size_class) : e->usable;
 }
 
+namespace {
+
+// Memory awaiting decay that starts (or wakes) the background thread: two
+// huge pages. A short-lived program that frees less never gets a thread.
+constexpr size_t kBackgroundStart = 2 * kHugePage;
+
+void background_arm() noexcept { rt().chunks.arm(kBackgroundStart); }
+
+// One decay step of every layer that retains memory for the decay time.
+// True while something still awaits it.
+bool background_step() noexcept {
+  bool slabs = false;
+  rt().for_each_bin([&](small::Bin& b) {
+    b.decay();
+    slabs |= b.stats().empty_slabs > small::Bin::kRetainEmpty;
+  });
+  rt().arena.decay();
+  (void)rt().chunks.decay();
+  return slabs || rt().chunks.stats().dirty != 0;
+}
+
+}  // namespace
+
 Runtime::Runtime(const Options& o) noexcept
     : opts(o),
       os(os::linux_kernel()),
@@ -364,6 +396,9 @@ Runtime::Runtime(const Options& o) noexcept
              return h;
            }()) {
   prefault.init(&os, o.prefault);
+  // decay_ms:0 purges on free: nothing is left for a background thread.
+  background.init(o.background_thread && o.decay_ms != 0, o.decay_ms * 1000000u, &background_step,
+                  &background_arm);
   small::ArenaOptions a;
   a.thp = o.thp != huge::ThpPolicy::kNever;
   arena.init(&chunks, &prefault, a);
@@ -436,6 +471,7 @@ void dealloc_slow(void* p) noexcept {
   Extent* e = owner_of(p);
   if (e == nullptr) return;  // not ours: ignoring it is the one thing that cannot corrupt us
   dealloc_extent(p, e);
+  wake_background_if_rung();
 }
 
 size_t usable_size(const void* p) noexcept {
@@ -559,6 +595,7 @@ void prefork() noexcept {
   rt().for_each_bin([](small::Bin& b) { b.prefork(); });
   rt().arena.prefork();
   rt().prefault.prefork();
+  rt().background.prefork();
   small::SlabPool::prefork();
   rt().huge.prefork();
   rt().chunks.prefork();
@@ -568,6 +605,7 @@ void postfork_parent() noexcept {
   rt().chunks.postfork_parent();
   rt().huge.postfork_parent();
   small::SlabPool::postfork_parent();
+  rt().background.postfork_parent();
   rt().prefault.postfork_parent();
   rt().arena.postfork_parent();
   rt().for_each_bin([](small::Bin& b) { b.postfork_parent(); });
@@ -579,6 +617,7 @@ void postfork_child() noexcept {
   rt().chunks.postfork_child();
   rt().huge.postfork_child();
   small::SlabPool::postfork_child();
+  rt().background.postfork_child();
   rt().prefault.postfork_child();
   rt().arena.postfork_child();
   rt().for_each_bin([](small::Bin& b) { b.postfork_child(); });
@@ -600,7 +639,9 @@ void postfork_child() noexcept {
 
 // The prefault helper is stopped and joined when the process exits normally.
 __attribute__((destructor)) void stop_helper_at_exit() {
-  if (g_ready.load(std::memory_order_acquire)) rt().prefault.stop();
+  if (!g_ready.load(std::memory_order_acquire)) return;
+  rt().prefault.stop();
+  rt().background.stop();
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "chunk/chunk.h"
+#include "core/background.h"
 #include "core/options.h"
 #include "huge/huge.h"
 #include "os/os.h"
@@ -35,6 +36,7 @@ class Runtime {
   chunk::ChunkLayer chunks;
   huge::HugeLayer huge;
   small::Prefaulter prefault;
+  BackgroundThread background;  // finishes decay once the program goes quiet
   small::SlabArena arena;  // the slab regions every bin takes its slabs from
   // Sets of bins: a thread fills its cache from one set, assigned round
   // robin when its cache is made, so threads on different cores need not

@@ -152,6 +152,9 @@ void print_text(Out& o, const StatsSnapshot& s, const char* opts) {
   o.str("Prefault helper: ").str(s.prefault.running ? "running" : "not running").str(", ")
       .u64(s.prefault.starts).str(" starts, ").u64(s.prefault.populated).str(" ranges (")
       .human(s.prefault.bytes).str(") faulted in, ").u64(s.prefault.dropped).str(" dropped\n");
+  o.str("Background thread: ").str(s.background.running ? "running" : "not running").str(", ")
+      .u64(s.background.starts).str(" starts, ").u64(s.background.wakeups).str(" wake-ups, ")
+      .u64(s.background.steps).str(" decay steps\n");
   o.str("Huge growth by path:");
   for (size_t i = 0; i < huge::kGrowthPaths; i++) o.ch(' ').str(kGrowthNames[i]).ch(' ').u64(s.huge_layer.growth[i]);
   o.ch('\n');
@@ -297,6 +300,12 @@ void print_json(Out& o, const StatsSnapshot& s, const char* opts) {
       .num("populated", s.prefault.populated)
       .num("bytes", s.prefault.bytes)
       .close('}');
+  j.open("background_thread", '{')
+      .boolean("running", s.background.running)
+      .num("starts", s.background.starts)
+      .num("wakeups", s.background.wakeups)
+      .num("steps", s.background.steps)
+      .close('}');
   j.open("syscalls", '{');
   for (size_t i = 0; i < os::kCallKinds; i++) j.num(os::call_name(static_cast<os::Call>(i)), s.calls[i]);
   j.close('}');
@@ -339,6 +348,7 @@ void take_snapshot(StatsSnapshot& s) noexcept {
   s.huge_layer = r.huge.stats();
   s.arena = r.arena.stats();
   s.prefault = r.prefault.stats();
+  s.background = r.background.stats();
   s.chunk = r.chunks.stats();
   s.huge.allocated = s.huge_layer.active_bytes;
   s.huge.active = align_up(s.huge_layer.active_bytes, kPage);

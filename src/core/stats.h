@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "chunk/chunk.h"
+#include "core/background.h"
 #include "huge/huge.h"
 #include "os/os.h"
 #include "small/bin.h"
@@ -48,6 +49,7 @@ struct StatsSnapshot {
   small::BinStats bins[small::kNumSmall];
   small::ArenaStats arena;        // slab regions
   small::PrefaultStats prefault;  // the prefault helper
+  BackgroundStats background;     // the background thread
   uint64_t calls[os::kCallKinds] = {};
   uint64_t purged_bytes = 0;   // by the OS layer, every purge included
   uint64_t purged_ranges = 0;

@@ -278,6 +278,8 @@ void Bin::settle(Slab* s, uint32_t freed, Lent* expired, size_t& nexpired) noexc
     if (nempty_ > kRetainEmpty && nexpired < os::kPurgeBatch &&
         s->empty_since - oldest->empty_since >= arena_->chunks().options().decay_ns)
       expired[nexpired++] = take_empty(oldest);
+    else if (nempty_ > kRetainEmpty)
+      arena_->chunks().note_retained(s->extent->size);  // decay's to release, if nobody frees here again
   } else if (s->list == kFull) {
     unlink(s);
     link(s, kPartial);
@@ -307,13 +309,19 @@ void Bin::flush_to_owners(const chunk::ChunkLayer& chunks, void** objs, size_t n
   while (n != 0) n = owner_of(chunks, objs[0])->flush(objs, n);
 }
 
-void Bin::release_empty(size_t keep) noexcept {
+void Bin::decay() noexcept {
+  chunk::ChunkLayer& chunks = arena_->chunks();
+  release_empty(kRetainEmpty, chunks.options().decay_ns, chunks.now_ns());
+}
+
+void Bin::release_empty(size_t keep, uint64_t min_age_ns, uint64_t now) noexcept {
   Lent batch[os::kPurgeBatch];
   for (;;) {
     size_t n = 0;
     {
       LockGuard g(lock_);
-      while (nempty_ > keep && n < os::kPurgeBatch) batch[n++] = take_empty(empty_tail_);
+      while (nempty_ > keep && n < os::kPurgeBatch && now - empty_tail_->empty_since >= min_age_ns)
+        batch[n++] = take_empty(empty_tail_);
     }
     if (n == 0) return;
     arena_->free(batch, n);

@@ -84,6 +84,10 @@ class Bin {
   void release_surplus() noexcept { release_empty(kRetainEmpty); }
   // Releases every empty slab (trim).
   void trim() noexcept { release_empty(0); }
+  // Releases empty slabs beyond kRetainEmpty that have stayed empty for the
+  // decay time (the background thread: a class nobody frees into any more
+  // would otherwise keep them for ever).
+  void decay() noexcept;
 
   BinStats stats() const noexcept;
   void prefork() noexcept { lock_.lock(); }
@@ -95,8 +99,9 @@ class Bin {
   Slab* new_slab() noexcept;
   void link(Slab* s, List l) noexcept;
   void unlink(Slab* s) noexcept;
-  // Purges and returns empty slabs (oldest first) until `keep` remain.
-  void release_empty(size_t keep) noexcept;
+  // Purges and returns empty slabs (oldest first) until `keep` remain,
+  // only those empty for at least `min_age_ns` (empty since before `now`).
+  void release_empty(size_t keep, uint64_t min_age_ns = 0, uint64_t now = 0) noexcept;
   // Unlinks an empty slab and drops its header; returns its pages.
   Lent take_empty(Slab* s) noexcept;
 

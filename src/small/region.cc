@@ -252,6 +252,15 @@ void SlabArena::free(const Lent* v, size_t n) noexcept {
   (void)run(job);
 }
 
+void SlabArena::decay() noexcept {
+  Job job;
+  {
+    LockGuard g(lock_);
+    decay_locked(chunks_->now_ns(), job);
+  }
+  (void)run(job);
+}
+
 void SlabArena::decay_locked(uint64_t now, Job& job) noexcept {
   const uint64_t decay = chunks_->options().decay_ns;
   if (now - last_decay_ < decay / 4) return;

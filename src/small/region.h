@@ -83,6 +83,9 @@ class SlabArena {
   // Purges every free page of every region and gives back whole-free regions.
   // Returns the bytes purged.
   size_t trim() noexcept;
+  // Purges the free pages of advised regions that have stayed almost empty
+  // for the decay time (the background thread; frees do it on their way).
+  void decay() noexcept;
 
   ArenaStats stats() const noexcept;
   void prefork() noexcept { lock_.lock(); }

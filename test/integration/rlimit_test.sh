@@ -10,17 +10,7 @@ prog=$builddir/test/integration/rlimit_prog
 for f in "$lib" "$prog"; do
   [ -e "$f" ] || { echo "not found: $f" >&2; exit 1; }
 done
-passed=0
-failed=0
-report() {  # NAME STATUS [DETAIL]
-  if [ "$2" -eq 0 ]; then
-    echo "PASS: $1${3:+ ($3)}"
-    passed=$((passed + 1))
-  else
-    echo "FAIL: $1${3:+ ($3)}"
-    failed=$((failed + 1))
-  fi
-}
+. "$(dirname "$0")/report.sh"
 
 # Real programs under 64 MiB: the same output with and without ductile
 # (before, ductile's first 1 GiB reservation failed and `ls` printed
@@ -51,5 +41,4 @@ for spec in "524288 grow" "524288 threads" "204800 threads"; do
   report "rlimit_prog $2 under $(($1 / 1024)) MiB" $? "$out"
 done
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

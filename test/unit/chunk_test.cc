@@ -541,6 +541,50 @@ TEST_F(ChunkTest, DecayRunsFromTheFreePath) {
   chunks_->free(guard);
 }
 
+// decay_ms:0: every free purges, also several in one clock tick (the free
+// path's rate limit used to leave all but the first dirty, for good in a
+// program that then went quiet).
+TEST_F(ChunkTest, ZeroDecayPurgesEveryFree) {
+  make_chunks(64 * kMiB, 0);
+  Extent* v[4];
+  for (auto& e : v) {
+    e = alloc(8 * kPage);
+    std::memset(ptr(e->base), 'z', 8 * kPage);
+  }
+  for (Extent* e : v) {
+    chunks_->free(e);  // the clock does not move
+    EXPECT_EQ(chunks_->stats().dirty, 0u);
+  }
+  EXPECT_EQ(chunks_->stats().purged_bytes, 4 * 8 * kPage);
+}
+
+// The background thread's doorbell: rings once when the dirty bytes plus
+// what upper layers noted reach the armed amount, then stays disarmed.
+TEST_F(ChunkTest, DoorbellRingsOnceWhenEnoughAwaitsDecay) {
+  EXPECT_FALSE(chunks_->take_signal());
+  Extent* a = alloc(kMiB);
+  Extent* guard = alloc(kPage);
+  Extent* b = alloc(kMiB);
+  chunks_->free(a);
+  EXPECT_FALSE(chunks_->take_signal());  // not armed
+  chunks_->arm(2 * kMiB + 64 * kPage);
+  chunks_->note_retained(32 * kPage);
+  EXPECT_FALSE(chunks_->take_signal());
+  chunks_->free(b);  // 2 MiB dirty + 32 pages noted: not yet
+  EXPECT_FALSE(chunks_->take_signal());
+  chunks_->note_retained(32 * kPage);  // a note alone counts only the notes
+  EXPECT_FALSE(chunks_->take_signal());
+  chunks_->free(guard);  // the next free counts both: now
+  EXPECT_TRUE(chunks_->take_signal());
+  EXPECT_FALSE(chunks_->take_signal());  // read once
+  chunks_->note_retained(kMiB);
+  EXPECT_FALSE(chunks_->take_signal());  // disarmed after it rang
+  chunks_->arm(kPage);                    // re-armed: the next dirty byte rings
+  Extent* c = alloc(kPage);
+  chunks_->free(c);
+  EXPECT_TRUE(chunks_->take_signal());
+}
+
 class ChunkHysteresis : public ChunkTest, public ::testing::WithParamInterface<size_t> {};
 
 TEST_P(ChunkHysteresis, DrainAndRefillMakesNoSyscalls) {

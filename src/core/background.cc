@@ -1,0 +1,148 @@
+#include "core/background.h"
+
+#include <signal.h>
+#include <time.h>
+
+namespace ductile::core {
+
+namespace {
+// The thread only makes system calls through the layers: a small stack is
+// plenty (and costs little address space under RLIMIT_AS).
+constexpr size_t kStack = 64 * 1024;
+
+uint64_t period_for(uint64_t decay_ns) {
+  constexpr uint64_t kMin = 10'000'000, kMax = 60'000'000'000;
+  const uint64_t p = decay_ns / 4;
+  return p < kMin ? kMin : p > kMax ? kMax : p;
+}
+}  // namespace
+
+void BackgroundThread::init_cond() noexcept {
+  pthread_condattr_t a;
+  pthread_condattr_init(&a);
+  pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+  pthread_cond_init(&wake_, &a);
+  pthread_condattr_destroy(&a);
+}
+
+void BackgroundThread::set_decay(uint64_t decay_ns) noexcept {
+  LockGuard g(lock_);
+  period_ns_ = period_for(decay_ns);
+}
+
+void BackgroundThread::init(bool enabled, uint64_t decay_ns, Step step, Arm arm) noexcept {
+  enabled_ = enabled && step != nullptr && arm != nullptr;
+  period_ns_ = period_for(decay_ns);
+  step_ = step;
+  arm_ = arm;
+  init_cond();
+  if (enabled_) arm_();
+}
+
+void BackgroundThread::wake() noexcept {
+  {
+    LockGuard g(lock_);
+    if (!enabled_ || state_ == kStopped || state_ == kFailed) return;
+    rung_ = true;
+    if (state_ == kRunning) {
+      stats_.wakeups++;
+      pthread_cond_signal(&wake_);
+      return;
+    }
+    state_ = kRunning;  // claimed: a second caller sees kRunning and only signals
+  }
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, kStack);
+  // Created with every signal blocked: no handler of the program runs on it.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_t t;
+  int rc = pthread_create(&t, &attr, &BackgroundThread::main_thunk, this);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  pthread_attr_destroy(&attr);
+  LockGuard g(lock_);
+  if (rc != 0) {
+    state_ = kFailed;  // decay goes on from the allocator's own calls
+    return;
+  }
+  thread_ = t;
+  stats_.starts++;
+  if (state_ == kStopped) {
+    // stop() ran meanwhile and could not join a thread it did not know.
+    pthread_cond_signal(&wake_);
+    lock_.unlock();
+    pthread_join(t, nullptr);
+    lock_.lock();
+    thread_ = pthread_t{};
+  }
+}
+
+void* BackgroundThread::main_thunk(void* self) noexcept {
+  pthread_setname_np(pthread_self(), "ductile-bg");
+  static_cast<BackgroundThread*>(self)->run();
+  return nullptr;
+}
+
+void BackgroundThread::run() noexcept {
+  LockGuard g(lock_);
+  bool busy = true;  // started by the doorbell: there is work
+  while (state_ == kRunning) {
+    if (busy) {
+      struct timespec ts;
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      uint64_t ns = static_cast<uint64_t>(ts.tv_nsec) + period_ns_;
+      ts.tv_sec += static_cast<time_t>(ns / 1000000000u);
+      ts.tv_nsec = static_cast<long>(ns % 1000000000u);
+      while (state_ == kRunning && pthread_cond_timedwait(&wake_, lock_.native(), &ts) == 0) {
+      }
+    } else {
+      while (state_ == kRunning && !rung_) pthread_cond_wait(&wake_, lock_.native());
+    }
+    if (state_ != kRunning) break;
+    rung_ = false;
+    stats_.steps++;
+    lock_.unlock();
+    busy = step_();
+    if (!busy) arm_();  // sleep until the doorbell rings again
+    lock_.lock();
+    if (!busy && rung_) busy = true;  // it rang while we stepped
+  }
+}
+
+void BackgroundThread::stop() noexcept {
+  pthread_t t{};
+  bool join = false;
+  {
+    LockGuard g(lock_);
+    if (state_ == kRunning && !pthread_equal(thread_, pthread_t{})) {
+      join = true;
+      t = thread_;
+    }
+    if (state_ != kFailed) state_ = kStopped;
+    pthread_cond_broadcast(&wake_);
+  }
+  if (join) pthread_join(t, nullptr);
+  LockGuard g(lock_);
+  thread_ = pthread_t{};
+}
+
+BackgroundStats BackgroundThread::stats() noexcept {
+  LockGuard g(lock_);
+  BackgroundStats s = stats_;
+  s.running = state_ == kRunning && !pthread_equal(thread_, pthread_t{});
+  return s;
+}
+
+void BackgroundThread::postfork_child() noexcept {
+  // The thread did not come along. The child's doorbell starts its own.
+  lock_.reinit_after_fork();
+  init_cond();
+  thread_ = pthread_t{};
+  rung_ = false;
+  if (state_ == kRunning) state_ = kIdle;
+  if (enabled_ && state_ == kIdle) arm_();
+}
+
+}  // namespace ductile::core
