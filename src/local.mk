@@ -40,6 +40,7 @@ libductile_core_la_SOURCES = \
 	src/core/options.cc \
 	src/core/runtime.h \
 	src/core/runtime.cc \
+	src/core/stdio_fork.h \
 	src/api/malloc.cc \
 	src/api/version.cc
 libductile_core_la_CXXFLAGS = $(AM_CXXFLAGS) $(DUCTILE_LIB_CXXFLAGS)

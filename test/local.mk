@@ -69,6 +69,22 @@ test_unit_core_test_CXXFLAGS = $(ductile_test_cxxflags)
 test_unit_core_test_LDFLAGS = $(ductile_test_ldflags)
 test_unit_core_test_LDADD = $(ductile_test_ldadd)
 
+# fork() while other threads use stdio and allocate. Built twice from one
+# source: linked with the allocator's objects (run here), and on its own
+# (fork_stdio_plain), which preload_test.sh runs under LD_PRELOAD.
+check_PROGRAMS += test/unit/fork_stdio_test test/integration/fork_stdio_plain
+TESTS += test/unit/fork_stdio_test
+test_unit_fork_stdio_test_SOURCES = test/unit/fork_stdio_test.cc
+test_unit_fork_stdio_test_CPPFLAGS = $(ductile_test_cppflags)
+test_unit_fork_stdio_test_CXXFLAGS = $(ductile_test_cxxflags)
+test_unit_fork_stdio_test_LDFLAGS = $(ductile_test_ldflags)
+test_unit_fork_stdio_test_LDADD = $(ductile_test_ldadd)
+test_integration_fork_stdio_plain_SOURCES = test/unit/fork_stdio_test.cc
+test_integration_fork_stdio_plain_CPPFLAGS = $(GTEST_CFLAGS)
+test_integration_fork_stdio_plain_CXXFLAGS = $(ductile_test_cxxflags)
+test_integration_fork_stdio_plain_LDFLAGS = $(ductile_test_ldflags)
+test_integration_fork_stdio_plain_LDADD = $(GTEST_LIBS)
+
 # Real programs under LD_PRELOAD of the built library.
 TESTS += test/integration/preload_test.sh
 EXTRA_DIST += test/integration/preload_test.sh

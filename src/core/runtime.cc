@@ -9,6 +9,7 @@
 #include <new>
 
 #include "core/stats.h"
+#include "core/stdio_fork.h"
 #include "os/kernel.h"
 
 namespace ductile::core {
@@ -589,7 +590,10 @@ size_t trim() noexcept {
 
 namespace {
 
+// The lock order is stdio's list lock, then ductile's: see stdio_fork.h.
+// Nothing in ductile calls stdio while holding a lock of its own.
 void prefork() noexcept {
+  stdio_fork::prepare();
   g_init_lock.lock();
   g_caches_lock.lock();
   rt().for_each_bin([](small::Bin& b) { b.prefork(); });
@@ -611,6 +615,7 @@ void postfork_parent() noexcept {
   rt().for_each_bin([](small::Bin& b) { b.postfork_parent(); });
   g_caches_lock.unlock();
   g_init_lock.unlock();
+  stdio_fork::parent();
 }
 
 void postfork_child() noexcept {
@@ -623,6 +628,7 @@ void postfork_child() noexcept {
   rt().for_each_bin([](small::Bin& b) { b.postfork_child(); });
   g_caches_lock.reinit_after_fork();
   g_init_lock.reinit_after_fork();
+  stdio_fork::child();
   rt().os.after_fork_in_child();
   // The other threads do not exist in the child. Their caches may have been
   // in the middle of an operation (a flush half done), so their contents

@@ -439,6 +439,21 @@ else
   fail prefault "$(cat "$work/prefault.err" 2>/dev/null)"
 fi
 
+# fork() while other threads use stdio and allocate: test/unit/fork_stdio_test.cc
+# built on its own (fork_stdio_plain), run with the library preloaded. Each
+# scenario has a watchdog; DUCTILE_STATS=1 shows the library served it.
+forkprog=$builddir/test/integration/fork_stdio_plain
+if [ -x "$forkprog" ]; then
+  if out=$(timeout 120 env LD_PRELOAD=$lib DUCTILE_STATS=1 "$forkprog" 2>&1) &&
+    grep -q '^___ End ductile statistics ___' <<<"$out"; then
+    pass "fork while threads use stdio and allocate (fork_stdio_plain)"
+  else
+    fail "fork while threads use stdio and allocate (fork_stdio_plain)" "$(grep -E 'DEATH|FAILED|Failure' <<<"$out")"
+  fi
+else
+  fail "fork_stdio_plain: not built (make check builds it)"
+fi
+
 # bin/ductile, the wrapper script: runs the command with the library
 # preloaded and --stats prints the summary at exit.
 wrapper=$builddir/bin/ductile
