@@ -707,6 +707,7 @@ ChunkStats ChunkLayer::stats() const noexcept {
   ChunkStats s = stats_;
   s.dirty = dirty_.bytes();
   s.clean = clean_.bytes();
+  s.dirty_extents = dirty_.count();
   return s;
 }
 

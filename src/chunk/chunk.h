@@ -75,6 +75,7 @@ struct ChunkStats {
   size_t active = 0;        // in extents handed to upper layers
   size_t dirty = 0;         // retained, maybe resident
   size_t clean = 0;         // purged or never touched
+  size_t dirty_extents = 0; // free extents that are dirty (mallinfo's ordblks)
   size_t reservations = 0;  // reservation mappings made
   uint64_t allocs = 0;
   uint64_t frees = 0;

@@ -372,7 +372,108 @@ void take_snapshot(StatsSnapshot& s) noexcept {
   }
 }
 
+HeapInfo heap_info(const StatsSnapshot& s) noexcept {
+  HeapInfo h;
+  size_t empty_slab_bytes = 0;
+  for (size_t c = 0; c < small::kNumSmall; c++) {
+    h.smblks += s.bins[c].free_objects;
+    h.fsmblks += s.bins[c].free_objects * small::class_size(c);
+    empty_slab_bytes += s.bins[c].empty_slabs * small::kClasses.slab_pages[c] * kPage;
+  }
+  const size_t region_free = s.arena.dirty_pages * kPage;
+  h.uordblks = s.small.allocated + s.medium.allocated;
+  h.fordblks = sub_or_zero(s.small.active, s.small.allocated) + region_free + s.chunk.dirty;
+  h.arena = h.uordblks + h.fordblks;
+  h.ordblks = s.chunk.dirty_extents;
+  h.hblks = static_cast<size_t>(sub_or_zero(s.huge_layer.allocs, s.huge_layer.frees));
+  h.hblkhd = s.huge.active;
+  h.keepcost = s.chunk.dirty + region_free + empty_slab_bytes;
+  return h;
+}
+
 namespace {
+
+// ---- malloc_info's XML ---------------------------------------------------
+// Every value is a number or a name of our own: nothing needs escaping.
+class Xml {
+ public:
+  explicit Xml(Out& o) : o_(o) {}
+  // <name a="1" b="2"/>: open() and attributes, then end() or open_end().
+  Xml& open(const char* name) {
+    o_.ch('<').str(name);
+    return *this;
+  }
+  Xml& attr(const char* name, uint64_t v) {
+    o_.ch(' ').str(name).str("=\"").u64(v).ch('"');
+    return *this;
+  }
+  Xml& attr(const char* name, const char* v) {
+    o_.ch(' ').str(name).str("=\"").str(v).ch('"');
+    return *this;
+  }
+  void end() { o_.str("/>\n"); }       // an empty element
+  void open_end() { o_.str(">\n"); }   // an element with children
+  void close(const char* name) { o_.str("</").str(name).str(">\n"); }
+
+ private:
+  Out& o_;
+};
+
+// glibc's elements for the heap and its totals: <total type="fast|rest">,
+// <system type="current">, <aspace type="total">.
+void xml_totals(Xml& x, const HeapInfo& h) {
+  x.open("total").attr("type", "fast").attr("count", h.smblks).attr("size", h.fsmblks).end();
+  x.open("total").attr("type", "rest").attr("count", h.ordblks)
+      .attr("size", sub_or_zero(h.fordblks, h.fsmblks)).end();
+}
+
+void print_xml_to(Out& o, const StatsSnapshot& s) {
+  const HeapInfo h = heap_info(s);
+  Xml x(o);
+  x.open("malloc").attr("version", "1").open_end();
+  // One heap: ductile's bins are shared by all threads.
+  x.open("heap").attr("nr", uint64_t{0}).open_end();
+  // Free small objects by class, as glibc lists its free chunks by size.
+  x.open("sizes").open_end();
+  size_t from = 1;
+  for (size_t c = 0; c < small::kNumSmall; c++) {
+    const size_t size = small::class_size(c);
+    if (s.bins[c].free_objects != 0)
+      x.open("size").attr("from", from).attr("to", size).attr("total", s.bins[c].free_objects * size)
+          .attr("count", s.bins[c].free_objects).end();
+    from = size + 1;
+  }
+  x.close("sizes");
+  xml_totals(x, h);
+  x.open("system").attr("type", "current").attr("size", h.arena).end();
+  x.open("aspace").attr("type", "total").attr("size", s.chunk.reserved).end();
+  x.close("heap");
+  xml_totals(x, h);
+  x.open("total").attr("type", "mmap").attr("count", h.hblks).attr("size", h.hblkhd).end();
+  x.open("system").attr("type", "current").attr("size", h.arena + h.hblkhd).end();
+  x.open("aspace").attr("type", "total").attr("size", s.chunk.reserved).end();
+  // ductile's own figures, as malloc_stats_print reports them.
+  x.open("ductile").attr("version", PACKAGE_VERSION).open_end();
+  x.open("stats").attr("allocated", s.allocated).attr("active", s.active).attr("resident", s.resident)
+      .attr("mapped", s.mapped).attr("retained", s.retained).attr("metadata", s.metadata).end();
+  const struct {
+    const char* name;
+    const LayerBytes& b;
+  } layers[] = {{"small", s.small}, {"medium", s.medium}, {"huge", s.huge}};
+  for (const auto& l : layers)
+    x.open("layer").attr("name", l.name).attr("allocated", l.b.allocated).attr("active", l.b.active).end();
+  x.open("chunk").attr("reserved", s.chunk.reserved).attr("active", s.chunk.active)
+      .attr("dirty", s.chunk.dirty).attr("clean", s.chunk.clean).end();
+  x.open("purged").attr("bytes", s.purged_bytes).attr("ranges", s.purged_ranges).end();
+  x.open("huge").attr("allocs", s.huge_layer.allocs).attr("frees", s.huge_layer.frees)
+      .attr("spans", s.huge_layer.span_bytes).end();
+  for (size_t i = 0; i < huge::kGrowthPaths; i++)
+    x.open("growth").attr("path", kGrowthNames[i]).attr("count", s.huge_layer.growth[i]).end();
+  for (size_t i = 0; i < os::kCallKinds; i++)
+    x.open("syscall").attr("name", os::call_name(static_cast<os::Call>(i))).attr("count", s.calls[i]).end();
+  x.close("ductile");
+  x.close("malloc");
+}
 
 void print_to(WriteFn write, void* opaque, int fd, const char* opts) {
   // On the stack (about 2 KiB plus the 1 KiB output buffer): printing must
@@ -393,6 +494,14 @@ void at_exit() { print_to(nullptr, nullptr, g_exit_fd, nullptr); }
 void print_stats(WriteFn write, void* opaque, const char* opts) noexcept {
   if (!ensure_ready()) return;  // called while this thread builds the runtime
   print_to(write, opaque, 2, opts);
+}
+
+void print_xml(WriteFn write, void* opaque) noexcept {
+  if (!ensure_ready()) return;
+  StatsSnapshot s;
+  take_snapshot(s);
+  Out o(write, opaque);
+  print_xml_to(o, s);
 }
 
 void print_stats_at_exit_on() noexcept {

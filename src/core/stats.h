@@ -61,6 +61,25 @@ struct StatsSnapshot {
 // Fills `s` from the runtime (which must be ready).
 void take_snapshot(StatsSnapshot& s) noexcept;
 
+// glibc's mallinfo2 fields as ductile answers them (mallinfo, mallinfo2 and
+// malloc_info; docs/ARCHITECTURE.md, API layer, says what each one means).
+// Huge blocks are kept apart, as glibc keeps its mmapped chunks apart from
+// its arenas: arena = uordblks + fordblks, and hblkhd is not part of it.
+// Memory only: huge headroom, clean extents and metadata are in none of them.
+struct HeapInfo {
+  size_t arena = 0;     // uordblks + fordblks
+  size_t ordblks = 0;   // free extents awaiting decay (dirty)
+  size_t smblks = 0;    // free small objects in slabs
+  size_t hblks = 0;     // huge blocks
+  size_t hblkhd = 0;    // bytes in huge blocks
+  size_t usmblks = 0;   // always 0, as glibc's
+  size_t fsmblks = 0;   // bytes in the free small objects
+  size_t uordblks = 0;  // bytes in small and medium blocks in use
+  size_t fordblks = 0;  // free bytes retained: in slabs, slab regions, dirty extents
+  size_t keepcost = 0;  // what trim would purge: dirty extents, free region pages, empty slabs
+};
+HeapInfo heap_info(const StatsSnapshot& s) noexcept;
+
 // Names of the huge layer's growth paths as mallctl and the printer spell
 // them: "headroom", "neighbour", "fixed_map", "mremap", "copy".
 const char* growth_name(size_t path) noexcept;
@@ -70,6 +89,12 @@ const char* growth_name(size_t path) noexcept;
 // characters are ignored, as jemalloc ignores the ones it does not know.
 using WriteFn = void (*)(void*, const char*);
 void print_stats(WriteFn write, void* opaque, const char* opts) noexcept;
+
+// malloc_info's XML: glibc's <malloc version="1"> root and element names
+// where the figures match them (from heap_info), then ductile's own figures
+// in a <ductile> element. Written through `write` like print_stats, after
+// the snapshot: no lock is held while `write` runs, so it may allocate.
+void print_xml(WriteFn write, void* opaque) noexcept;
 
 // Called once at start-up when the stats_print option (DUCTILE_STATS=1) is
 // on: registers an atexit() handler that prints the readable summary to
