@@ -205,7 +205,7 @@ void thread_exit(void* arg) noexcept {
 }
 
 // ---- size dispatch -----------------------------------------------------
-size_t huge_threshold() { return rt().huge.options().threshold; }
+size_t huge_threshold() { return __atomic_load_n(&rt().huge.options().threshold, __ATOMIC_RELAXED); }
 
 // The smallest class >= size whose objects are `align`-aligned (align <= a
 // page): small objects sit at multiples of the class size from a page-aligned
@@ -452,6 +452,22 @@ bool ensure_ready() noexcept {
   }
   g_init_lock.unlock();
   t_initialising = false;
+  return true;
+}
+
+bool set_huge_threshold(size_t bytes) noexcept {
+  if (!ensure_ready()) return false;
+  char text[24];
+  const size_t n = format_u64(bytes, text, sizeof text);
+  Options checked;
+  if (!set_option(checked, "huge_threshold", text, n)) return false;
+  const size_t t = checked.huge_threshold;
+  // The init lock serialises changes (it is taken around fork, too), so
+  // that the three copies agree.
+  LockGuard g(g_init_lock);
+  __atomic_store_n(&rt().opts.huge_threshold, t, __ATOMIC_RELAXED);
+  rt().huge.set_threshold(t);
+  __atomic_store_n(&g_huge_threshold, t, __ATOMIC_RELAXED);
   return true;
 }
 

@@ -61,7 +61,8 @@ class Runtime {
 alignas(Runtime) extern unsigned char g_runtime[sizeof(Runtime)];
 extern std::atomic<bool> g_ready;
 // The huge threshold, copied out of the runtime for the inline fast path:
-// every smaller size has a thread-cache bin. Set once at start-up.
+// every smaller size has a thread-cache bin. Set at start-up, and by
+// set_huge_threshold (read and written with relaxed atomic accesses).
 extern size_t g_huge_threshold;
 inline Runtime& rt() { return *reinterpret_cast<Runtime*>(g_runtime); }
 
@@ -109,6 +110,12 @@ size_t resize_in_place(void* p, size_t size, bool zero) noexcept;
 size_t trim() noexcept;
 // Makes the runtime ready; false while it is being made by this very thread.
 bool ensure_ready() noexcept;
+// Changes the huge threshold at run time (mallopt's M_MMAP_THRESHOLD) to
+// `bytes`, which must be a value the huge_threshold option accepts; false,
+// with nothing changed, for any other or while the runtime is not ready.
+// Blocks keep the range they were made in -- free and realloc go by the
+// extent's kind -- so only later requests are served differently.
+bool set_huge_threshold(size_t bytes) noexcept;
 
 // Every size below the huge threshold has a cache bin, and the threshold is
 // above small::kMaxTableSize, so table-classed sizes skip the threshold test.
@@ -116,7 +123,7 @@ DUCTILE_ALWAYS_INLINE void* alloc(size_t size) noexcept {
   small::ThreadCache* tc = t_cache;
   size_t cls;
   if (DUCTILE_LIKELY(size <= small::kMaxTableSize)) cls = small::class_of_table(size);
-  else if (size < g_huge_threshold) cls = small::class_of(size);
+  else if (size < __atomic_load_n(&g_huge_threshold, __ATOMIC_RELAXED)) cls = small::class_of(size);
   else return alloc_slow(size);
   small::CacheBin& b = tc->bins[cls];
   if (DUCTILE_LIKELY(b.count != 0)) {

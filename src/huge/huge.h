@@ -119,6 +119,9 @@ class HugeLayer {
 
   HugeStats stats() const noexcept;
   const Options& options() const noexcept { return options_; }
+  // The runtime's dispatch reads the threshold with a relaxed atomic load;
+  // mallopt changes it at run time (core::set_huge_threshold).
+  void set_threshold(size_t t) noexcept { __atomic_store_n(&options_.threshold, t, __ATOMIC_RELAXED); }
 
   // The span a block of `usable` bytes gets: block + headroom, whole huge pages.
   size_t span_for(size_t usable) const noexcept;
