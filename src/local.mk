@@ -60,11 +60,13 @@ libductile_la_LDFLAGS = \
 	-Wl,--version-script=$(top_srcdir)/src/ductile.map
 EXTRA_libductile_la_DEPENDENCIES = $(top_srcdir)/src/ductile.map
 
-# The API layer's C++ operators, jemalloc's extended API, mallctl and stats.
+# The API layer's C++ operators, jemalloc's extended API, mallctl and stats,
+# and the rest of glibc's allocator interface.
 libductile_core_la_SOURCES += \
 	src/core/stats.h \
 	src/core/stats.cc \
 	src/api/allocx.cc \
+	src/api/glibc.cc \
 	src/api/mallctl.cc
 
 # The C++ operators: the one part built with exceptions (the nothrow forms

@@ -112,7 +112,8 @@ AM_TESTS_ENVIRONMENT = builddir='$(abs_top_builddir)'; export builddir;
 # operators, with the allocator's objects linked into the test program.
 ductile_api_tests = \
 	test/unit/api_test \
-	test/unit/cxx_new_test
+	test/unit/cxx_new_test \
+	test/unit/glibc_test
 check_PROGRAMS += $(ductile_api_tests)
 TESTS += $(ductile_api_tests)
 
@@ -124,6 +125,17 @@ test_unit_api_test_CPPFLAGS = $(ductile_test_cppflags)
 test_unit_api_test_CXXFLAGS = $(ductile_test_cxxflags)
 test_unit_api_test_LDFLAGS = $(ductile_test_ldflags)
 test_unit_api_test_LDADD = $(ductile_test_ldadd)
+
+# glibc's allocator interface: mallinfo2, malloc_info, malloc_stats and
+# mallopt, against glibc's own where it answers too.
+test_unit_glibc_test_SOURCES = \
+	test/unit/glibc_test.cc \
+	test/support/patterns.h \
+	test/support/xml_check.h
+test_unit_glibc_test_CPPFLAGS = $(ductile_test_cppflags)
+test_unit_glibc_test_CXXFLAGS = $(ductile_test_cxxflags)
+test_unit_glibc_test_LDFLAGS = $(ductile_test_ldflags)
+test_unit_glibc_test_LDADD = $(ductile_test_ldadd)
 
 test_unit_cxx_new_test_SOURCES = test/unit/cxx_new_test.cc
 test_unit_cxx_new_test_CPPFLAGS = $(ductile_test_cppflags)

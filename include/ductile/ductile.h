@@ -7,6 +7,7 @@
 #define DUCTILE_DUCTILE_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 #define DUCTILE_NOTHROW noexcept
@@ -39,6 +40,28 @@ int ductile_malloc_trim(size_t pad) DUCTILE_NOTHROW;
  * thread's cached blocks, every empty slab, every free extent. Returns the
  * bytes purged. malloc_trim() does the same. */
 size_t ductile_trim(void) DUCTILE_NOTHROW;
+
+/* ---- glibc's allocator interface --------------------------------------
+ *
+ * Exported under glibc's names too, so that a program asks ductile about the
+ * heap it uses. mallinfo2 and mallinfo (whose int fields saturate at
+ * INT_MAX) fill glibc's fields from ductile's statistics, with huge blocks in
+ * hblks/hblkhd apart from arena = uordblks + fordblks, as glibc keeps its
+ * mmapped chunks apart; docs/ARCHITECTURE.md (API layer) says what each
+ * field holds. The structs are <malloc.h>'s: include it to call these. */
+struct mallinfo;
+struct mallinfo2;
+struct mallinfo2 ductile_mallinfo2(void) DUCTILE_NOTHROW;
+struct mallinfo ductile_mallinfo(void) DUCTILE_NOTHROW;
+/* The summary DUCTILE_STATS=1 prints at exit, on stderr now. */
+void ductile_malloc_stats(void) DUCTILE_NOTHROW;
+/* ductile's figures as XML (glibc's <malloc version="1"> root) on fp;
+ * 0, or EINVAL (returned, as glibc's code does) when options is not 0. */
+int ductile_malloc_info(int options, FILE *fp) DUCTILE_NOTHROW;
+/* glibc's M_* parameters, with glibc's return values (1, or 0 for M_MXFAST
+ * past its limit); M_MMAP_THRESHOLD sets the huge threshold, brought into
+ * the huge_threshold option's range. The others change nothing. */
+int ductile_mallopt(int param, int value) DUCTILE_NOTHROW;
 
 /* ---- jemalloc's extended API ------------------------------------------
  *

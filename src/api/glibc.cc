@@ -1,0 +1,119 @@
+// The rest of glibc's allocator interface, so that a program linked with
+// ductile (or running with it preloaded) asks ductile, not the C library's
+// unused heap: mallinfo, mallinfo2, malloc_stats, malloc_info and mallopt.
+// What each answer means is in
+// docs/ARCHITECTURE.md (API layer). As elsewhere, the ductile_ names are the
+// definitions and the standard names are aliases.
+#include <errno.h>
+#include <limits.h>
+#include <malloc.h>
+#include <stdio.h>
+
+#include "core/runtime.h"
+#include "core/stats.h"
+#include "ductile/ductile.h"
+#include "small/size_classes.h"
+
+using namespace ductile;
+
+namespace {
+
+// The figures, or all zeroes while this thread is creating the runtime.
+core::HeapInfo heap_info() {
+  if (!core::ensure_ready()) return core::HeapInfo();
+  core::StatsSnapshot s;
+  core::take_snapshot(s);
+  return core::heap_info(s);
+}
+
+// mallinfo's fields are int: a figure past INT_MAX saturates (glibc's wraps).
+int saturate(size_t v) { return v > static_cast<size_t>(INT_MAX) ? INT_MAX : static_cast<int>(v); }
+
+void to_file(void* fp, const char* text) { (void)fputs(text, static_cast<FILE*>(fp)); }
+
+// glibc's M_MXFAST limit: 80 * sizeof(size_t) / 4 bytes (160 on 64-bit).
+constexpr size_t kMaxFast = 80 * sizeof(size_t) / 4;
+
+// The huge threshold that M_MMAP_THRESHOLD asks for: the value, as glibc
+// reads it (a size_t, so a negative one is past every size), brought into
+// the range the huge_threshold option allows.
+size_t threshold_for(int value) {
+  const size_t v = static_cast<size_t>(static_cast<long>(value));
+  if (v <= small::kMaxSmall) return small::kMaxSmall + 1;
+  return v > small::kMaxClassSize ? small::kMaxClassSize : v;
+}
+
+}  // namespace
+
+extern "C" {
+
+DUCTILE_EXPORT struct mallinfo2 ductile_mallinfo2(void) noexcept {
+  const core::HeapInfo h = heap_info();
+  struct mallinfo2 m = {};
+  m.arena = h.arena;
+  m.ordblks = h.ordblks;
+  m.smblks = h.smblks;
+  m.hblks = h.hblks;
+  m.hblkhd = h.hblkhd;
+  m.usmblks = h.usmblks;
+  m.fsmblks = h.fsmblks;
+  m.uordblks = h.uordblks;
+  m.fordblks = h.fordblks;
+  m.keepcost = h.keepcost;
+  return m;
+}
+
+DUCTILE_EXPORT struct mallinfo ductile_mallinfo(void) noexcept {
+  const core::HeapInfo h = heap_info();
+  struct mallinfo m = {};
+  m.arena = saturate(h.arena);
+  m.ordblks = saturate(h.ordblks);
+  m.smblks = saturate(h.smblks);
+  m.hblks = saturate(h.hblks);
+  m.hblkhd = saturate(h.hblkhd);
+  m.usmblks = saturate(h.usmblks);
+  m.fsmblks = saturate(h.fsmblks);
+  m.uordblks = saturate(h.uordblks);
+  m.fordblks = saturate(h.fordblks);
+  m.keepcost = saturate(h.keepcost);
+  return m;
+}
+
+// The summary DUCTILE_STATS=1 prints at exit, on standard error now.
+DUCTILE_EXPORT void ductile_malloc_stats(void) noexcept {
+  (void)fflush(stderr);  // what the program wrote there before comes first
+  core::print_stats(nullptr, nullptr, nullptr);
+}
+
+DUCTILE_EXPORT int ductile_malloc_info(int options, FILE* fp) noexcept {
+  // As glibc's code (its manual page says -1 and errno): EINVAL, returned.
+  if (options != 0) return EINVAL;
+  // The snapshot is taken first and no lock is held while the text goes to
+  // fp, whose stdio buffer may be allocated now.
+  core::print_xml(to_file, fp);
+  return 0;
+}
+
+DUCTILE_EXPORT int ductile_mallopt(int param, int value) noexcept {
+  // glibc's answers (2.36): 1, except M_MXFAST past its limit (a negative
+  // value included); unknown parameters are accepted too. Only
+  // M_MMAP_THRESHOLD has a meaning here: see docs/ARCHITECTURE.md.
+  switch (param) {
+    case M_MXFAST:
+      return static_cast<size_t>(static_cast<long>(value)) <= kMaxFast ? 1 : 0;
+    case M_MMAP_THRESHOLD:
+      (void)core::set_huge_threshold(threshold_for(value));
+      return 1;
+    default:
+      return 1;
+  }
+}
+
+
+struct mallinfo2 mallinfo2(void) noexcept DUCTILE_ALIAS(mallinfo2);
+struct mallinfo mallinfo(void) noexcept DUCTILE_ALIAS(mallinfo);
+void malloc_stats(void) noexcept DUCTILE_ALIAS(malloc_stats);
+int malloc_info(int, FILE*) noexcept DUCTILE_ALIAS(malloc_info);
+int mallopt(int, int) noexcept DUCTILE_ALIAS(mallopt);
+
+}  // extern "C"
