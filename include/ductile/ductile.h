@@ -62,6 +62,11 @@ int ductile_malloc_info(int options, FILE *fp) DUCTILE_NOTHROW;
  * past its limit); M_MMAP_THRESHOLD sets the huge threshold, brought into
  * the huge_threshold option's range. The others change nothing. */
 int ductile_mallopt(int param, int value) DUCTILE_NOTHROW;
+/* C23: free a block allocated with that size (and alignment). The size and
+ * alignment are not needed and not trusted: any block of ours is freed;
+ * NULL is ignored. free_sized and free_aligned_sized are the same. */
+void ductile_free_sized(void *ptr, size_t size) DUCTILE_NOTHROW;
+void ductile_free_aligned_sized(void *ptr, size_t alignment, size_t size) DUCTILE_NOTHROW;
 
 /* ---- jemalloc's extended API ------------------------------------------
  *

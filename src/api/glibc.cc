@@ -1,7 +1,7 @@
 // The rest of glibc's allocator interface, so that a program linked with
 // ductile (or running with it preloaded) asks ductile, not the C library's
-// unused heap: mallinfo, mallinfo2, malloc_stats, malloc_info and mallopt.
-// What each answer means is in
+// unused heap: mallinfo, mallinfo2, malloc_stats, malloc_info and mallopt;
+// and C23's free_sized and free_aligned_sized. What each answer means is in
 // docs/ARCHITECTURE.md (API layer). As elsewhere, the ductile_ names are the
 // definitions and the standard names are aliases.
 #include <errno.h>
@@ -109,11 +109,26 @@ DUCTILE_EXPORT int ductile_mallopt(int param, int value) noexcept {
   }
 }
 
+DUCTILE_EXPORT void ductile_free_sized(void* p, size_t size) noexcept {
+  // The size is not needed (the page map finds the block in O(1)) and not
+  // trusted, as sdallocx's: a wrong one cannot corrupt.
+  (void)size;
+  core::dealloc(p);
+}
+
+DUCTILE_EXPORT void ductile_free_aligned_sized(void* p, size_t alignment, size_t size) noexcept {
+  (void)alignment;
+  (void)size;
+  core::dealloc(p);
+}
+
 
 struct mallinfo2 mallinfo2(void) noexcept DUCTILE_ALIAS(mallinfo2);
 struct mallinfo mallinfo(void) noexcept DUCTILE_ALIAS(mallinfo);
 void malloc_stats(void) noexcept DUCTILE_ALIAS(malloc_stats);
 int malloc_info(int, FILE*) noexcept DUCTILE_ALIAS(malloc_info);
 int mallopt(int, int) noexcept DUCTILE_ALIAS(mallopt);
+void free_sized(void*, size_t) noexcept DUCTILE_ALIAS(free_sized);
+void free_aligned_sized(void*, size_t, size_t) noexcept DUCTILE_ALIAS(free_aligned_sized);
 
 }  // extern "C"

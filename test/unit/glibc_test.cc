@@ -1,5 +1,6 @@
 // glibc's allocator interface as ductile answers it: mallinfo2, mallinfo,
-// malloc_info, malloc_stats and mallopt. This program links the library's
+// malloc_info, malloc_stats and mallopt, and C23's free_sized and
+// free_aligned_sized. This program links the library's
 // objects, so ductile is the allocator of the whole test process; glibc's own
 // functions, the reference for "as glibc", are looked up past it (RTLD_NEXT).
 #include <dlfcn.h>
@@ -23,6 +24,12 @@
 #include "small/size_classes.h"
 #include "support/patterns.h"
 #include "support/xml_check.h"
+
+// Declared here: the C library's headers declare them only with C23 support.
+extern "C" {
+void free_sized(void*, size_t) noexcept;
+void free_aligned_sized(void*, size_t, size_t) noexcept;
+}
 
 namespace ductile {
 namespace {
@@ -195,6 +202,8 @@ TEST(Mallinfo, UnprefixedNamesAreTheSameFunctions) {
   EXPECT_EQ(reinterpret_cast<void*>(&malloc_stats), reinterpret_cast<void*>(&ductile_malloc_stats));
   EXPECT_EQ(reinterpret_cast<void*>(&malloc_info), reinterpret_cast<void*>(&ductile_malloc_info));
   EXPECT_EQ(reinterpret_cast<void*>(&mallopt), reinterpret_cast<void*>(&ductile_mallopt));
+  EXPECT_EQ(reinterpret_cast<void*>(&free_sized), reinterpret_cast<void*>(&ductile_free_sized));
+  EXPECT_EQ(reinterpret_cast<void*>(&free_aligned_sized), reinterpret_cast<void*>(&ductile_free_aligned_sized));
 }
 
 // ---- malloc_info ---------------------------------------------------------
@@ -484,6 +493,89 @@ TEST(Mallopt, OtherParametersChangeNothing) {
   EXPECT_EQ(q, p);  // the same block, from this thread's cache
   for (size_t i = 0; i < 64; i++) EXPECT_EQ(q[i], 0) << i;
   free(q);
+}
+
+// ---- free_sized / free_aligned_sized -----------------------------------------
+
+uint64_t huge_frees() { return core::rt().huge.stats().frees; }
+
+// Frees p (a block of `size` bytes) with `release`, and shows that the
+// block went back: a huge one to the huge layer; any other to this thread's
+// cache, which hands it out again for the next request of its class.
+template <typename Release>
+void expect_released(void* p, size_t size, Release release) {
+  ASSERT_NE(p, nullptr) << size;
+  const bool huge = kind_of(p) == chunk::ExtentKind::kHuge;
+  const size_t usable = ductile_malloc_usable_size(p);
+  const uint64_t frees = huge_frees();
+  const size_t hblks = mallinfo2().hblks;
+  uint64_t deallocated = 0;
+  size_t n = sizeof deallocated;
+  if (kStats) {
+    ASSERT_EQ(ductile_mallctl("thread.deallocated", &deallocated, &n, nullptr, 0), 0);
+  }
+  release(p);
+  if (kStats) {
+    uint64_t now = 0;
+    ASSERT_EQ(ductile_mallctl("thread.deallocated", &now, &n, nullptr, 0), 0);
+    EXPECT_GE(now - deallocated, size) << size;
+  }
+  if (huge) {
+    EXPECT_EQ(huge_frees(), frees + 1) << size;
+    EXPECT_EQ(mallinfo2().hblks, hblks - 1) << size;
+    EXPECT_EQ(core::owner_of(p), nullptr) << size;
+  } else {
+    void* q = malloc(usable);
+    EXPECT_EQ(q, p) << size;
+    free(q);
+  }
+}
+
+const size_t kSizes[] = {1,         8,         24,         100,      1000,      4096,    small::kMaxSmall,
+                         20 * kKiB, 64 * kKiB, 300 * kKiB, 1 * kMiB, 2 * kMiB, 5 * kMiB + 3};
+
+TEST(FreeSized, ReleasesBlocksOfEveryRange) {
+  for (size_t size : kSizes) {
+    void* p = malloc(size);
+    fill(p, size, 5);
+    expect_released(p, size, [size](void* b) { free_sized(b, size); });
+    void* c = calloc(size, 1);
+    expect_released(c, size, [size](void* b) { free_sized(b, size); });
+    // A grown block, freed with its new size.
+    void* r = realloc(malloc(1), size);
+    expect_released(r, size, [size](void* b) { free_sized(b, size); });
+  }
+  free_sized(nullptr, 0);
+  free_sized(nullptr, 123);
+}
+
+TEST(FreeAlignedSized, ReleasesAlignedBlocks) {
+  for (size_t align : {size_t{8}, size_t{16}, size_t{64}, size_t{4096}, 64 * kKiB, 2 * kMiB, 8 * kMiB}) {
+    for (size_t size : {align, 3 * align, align * 40}) {
+      void* p = aligned_alloc(align, size);
+      ASSERT_TRUE(is_aligned(addr(p), align));
+      expect_released(p, size, [align, size](void* b) { free_aligned_sized(b, align, size); });
+    }
+  }
+  free_aligned_sized(nullptr, 64, 64);
+}
+
+TEST(FreeSized, AWrongSizeDoesNotCorrupt) {
+  // Undefined by C23; here the size is not used, so nothing breaks.
+  for (size_t size : {16ul, 5000ul, 3 * kMiB})
+    for (size_t lie : {size_t{0}, size / 2, size * 3, SIZE_MAX}) {
+      free_sized(malloc(size), lie);
+      free_aligned_sized(aligned_alloc(64, size), 4096, lie);
+    }
+  std::vector<void*> live;
+  for (unsigned i = 0; i < 500; i++) {
+    live.push_back(malloc(16 + i * 97 % 50000));
+    fill(live.back(), 16, i);
+  }
+  for (unsigned i = 0; i < live.size(); i++) {
+    EXPECT_TRUE(check(live[i], 16, i)) << i;
+    free_sized(live[i], 16 + i * 97 % 50000);
+  }
 }
 
 }  // namespace
