@@ -111,4 +111,15 @@ void* pvalloc(size_t) noexcept DUCTILE_ALIAS(pvalloc);
 size_t malloc_usable_size(void*) noexcept DUCTILE_ALIAS(malloc_usable_size);
 int malloc_trim(size_t) noexcept DUCTILE_ALIAS(malloc_trim);
 
+// glibc's internal names for the same functions, which it exports: code that
+// calls the C library's allocator by them (wrappers that define malloc
+// themselves, for one) gets ductile's, the allocator the program uses.
+void* __libc_malloc(size_t) noexcept DUCTILE_ALIAS(malloc);
+void __libc_free(void*) noexcept DUCTILE_ALIAS(free);
+void* __libc_calloc(size_t, size_t) noexcept DUCTILE_ALIAS(calloc);
+void* __libc_realloc(void*, size_t) noexcept DUCTILE_ALIAS(realloc);
+void* __libc_memalign(size_t, size_t) noexcept DUCTILE_ALIAS(memalign);
+void* __libc_valloc(size_t) noexcept DUCTILE_ALIAS(valloc);
+void* __libc_pvalloc(size_t) noexcept DUCTILE_ALIAS(pvalloc);
+
 }  // extern "C"

@@ -3,6 +3,7 @@
 // the malloc family's edge cases that the issue names. This program links the
 // library's objects statically, so ductile is the allocator of the whole
 // test process, and the internals are at hand to check answers against.
+#include <dlfcn.h>
 #include <errno.h>
 #include <sys/types.h>
 
@@ -22,11 +23,13 @@
 #include "small/size_classes.h"
 #include "support/patterns.h"
 
-// glibc's own allocator, which stays reachable under these names: the
-// reference for "matches glibc".
-extern "C" void* __libc_malloc(size_t);
-extern "C" void* __libc_realloc(void*, size_t);
-extern "C" void __libc_free(void*);
+// glibc's own allocator, the reference for "matches glibc". ductile defines
+// its __libc_ names too, so they are looked up past this program, in the C
+// library.
+template <typename F>
+F from_libc(const char* name) {
+  return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+}
 
 namespace ductile {
 namespace {
@@ -409,13 +412,18 @@ TEST(MallocFamily, FreeNullAndDallocxOfForeignPointers) {
 TEST(MallocFamily, ReallocToZeroMatchesGlibc) {
   // glibc: realloc(p, 0) frees p and returns NULL without touching errno;
   // realloc(NULL, 0) is malloc(0): a unique, freeable pointer.
-  void* g = __libc_malloc(10);
+  auto libc_malloc = from_libc<void* (*)(size_t)>("__libc_malloc");
+  auto libc_realloc = from_libc<void* (*)(void*, size_t)>("__libc_realloc");
+  auto libc_free = from_libc<void (*)(void*)>("__libc_free");
+  ASSERT_TRUE(libc_malloc && libc_realloc && libc_free);
+  ASSERT_NE(reinterpret_cast<void*>(libc_malloc), reinterpret_cast<void*>(&ductile_malloc));
+  void* g = libc_malloc(10);
   errno = 1234;
-  void* gr = __libc_realloc(g, 0);
+  void* gr = libc_realloc(g, 0);
   int g_errno = errno;
-  void* gn = __libc_realloc(nullptr, 0);
+  void* gn = libc_realloc(nullptr, 0);
   EXPECT_NE(gn, nullptr);
-  __libc_free(gn);
+  libc_free(gn);
 
   void* p = malloc(10);
   errno = 1234;

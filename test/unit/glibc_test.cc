@@ -1,6 +1,6 @@
 // glibc's allocator interface as ductile answers it: mallinfo2, mallinfo,
-// malloc_info, malloc_stats and mallopt, and C23's free_sized and
-// free_aligned_sized. This program links the library's
+// malloc_info, malloc_stats, mallopt, the __libc_ names, and C23's
+// free_sized and free_aligned_sized. This program links the library's
 // objects, so ductile is the allocator of the whole test process; glibc's own
 // functions, the reference for "as glibc", are looked up past it (RTLD_NEXT).
 #include <dlfcn.h>
@@ -25,8 +25,16 @@
 #include "support/patterns.h"
 #include "support/xml_check.h"
 
-// Declared here: the C library's headers declare them only with C23 support.
+// Declared here: the C library's headers declare neither these (glibc's
+// internal names) nor, before C23 support, the sized frees.
 extern "C" {
+void* __libc_malloc(size_t) noexcept;
+void __libc_free(void*) noexcept;
+void* __libc_calloc(size_t, size_t) noexcept;
+void* __libc_realloc(void*, size_t) noexcept;
+void* __libc_memalign(size_t, size_t) noexcept;
+void* __libc_valloc(size_t) noexcept;
+void* __libc_pvalloc(size_t) noexcept;
 void free_sized(void*, size_t) noexcept;
 void free_aligned_sized(void*, size_t, size_t) noexcept;
 }
@@ -493,6 +501,56 @@ TEST(Mallopt, OtherParametersChangeNothing) {
   EXPECT_EQ(q, p);  // the same block, from this thread's cache
   for (size_t i = 0; i < 64; i++) EXPECT_EQ(q[i], 0) << i;
   free(q);
+}
+
+// ---- the __libc_ names --------------------------------------------------------
+
+TEST(LibcNames, AreDuctilesFunctions) {
+  EXPECT_EQ(reinterpret_cast<void*>(&__libc_malloc), reinterpret_cast<void*>(&ductile_malloc));
+  EXPECT_EQ(reinterpret_cast<void*>(&__libc_free), reinterpret_cast<void*>(&ductile_free));
+  EXPECT_EQ(reinterpret_cast<void*>(&__libc_calloc), reinterpret_cast<void*>(&ductile_calloc));
+  EXPECT_EQ(reinterpret_cast<void*>(&__libc_realloc), reinterpret_cast<void*>(&ductile_realloc));
+  EXPECT_EQ(reinterpret_cast<void*>(&__libc_memalign), reinterpret_cast<void*>(&ductile_memalign));
+  EXPECT_EQ(reinterpret_cast<void*>(&__libc_valloc), reinterpret_cast<void*>(&ductile_valloc));
+  EXPECT_EQ(reinterpret_cast<void*>(&__libc_pvalloc), reinterpret_cast<void*>(&ductile_pvalloc));
+  // The C library's own are other functions, reachable past this program.
+  EXPECT_NE(from_libc<void*>("__libc_malloc"), nullptr);
+  EXPECT_NE(from_libc<void*>("__libc_malloc"), reinterpret_cast<void*>(&ductile_malloc));
+}
+
+TEST(LibcNames, BehaveAsTheStandardNames) {
+  void* m = __libc_malloc(100);
+  ASSERT_NE(core::owner_of(m), nullptr);
+  fill(m, 100, 4);
+  m = __libc_realloc(m, 5000);
+  ASSERT_NE(core::owner_of(m), nullptr);
+  EXPECT_TRUE(check(m, 100, 4));
+  EXPECT_EQ(__libc_realloc(m, 0), nullptr);  // frees, as realloc(p, 0)
+  unsigned char* c = static_cast<unsigned char*>(__libc_calloc(1000, 3));
+  ASSERT_NE(core::owner_of(c), nullptr);
+  for (size_t i = 0; i < 3000; i++) ASSERT_EQ(c[i], 0) << i;
+  errno = 0;
+  EXPECT_EQ(__libc_calloc(SIZE_MAX / 2, 3), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  __libc_free(c);
+  void* a = __libc_memalign(4096, 100);
+  EXPECT_TRUE(is_aligned(addr(a), 4096));
+  EXPECT_NE(core::owner_of(a), nullptr);
+  void* r = __libc_memalign(48, 10);  // rounded up to 64, as memalign
+  EXPECT_TRUE(is_aligned(addr(r), 64));
+  void* v = __libc_valloc(10);
+  EXPECT_TRUE(is_aligned(addr(v), kPage));
+  void* pv = __libc_pvalloc(1);
+  EXPECT_TRUE(is_aligned(addr(pv), kPage));
+  EXPECT_GE(ductile_malloc_usable_size(pv), kPage);
+  for (void* p : {a, r, v, pv}) __libc_free(p);
+  // A huge block through them, and back.
+  const size_t hblks = mallinfo2().hblks;
+  void* h = __libc_malloc(4 * kMiB);
+  EXPECT_EQ(mallinfo2().hblks, hblks + 1);
+  __libc_free(h);
+  EXPECT_EQ(mallinfo2().hblks, hblks);
+  __libc_free(nullptr);
 }
 
 // ---- free_sized / free_aligned_sized -----------------------------------------
