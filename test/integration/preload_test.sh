@@ -501,5 +501,155 @@ else
   fail "DUCTILE_STATS=maybe" "$(cat "$work/statsenv.err")"
 fi
 
+# glibc's allocator interface: a preloaded program that asks mallinfo2,
+# malloc_info, malloc_stats or mallopt, or allocates through the __libc_
+# names, gets ductile's answers about ductile's heap, not glibc's about a
+# heap it does not use. mallopt's return values are glibc's.
+cat >"$work/glibcapi.c" <<'C'
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <limits.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+extern void *__libc_malloc(size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+extern void __libc_free(void *);
+typedef int (*mallctl_fn)(const char *, void *, size_t *, void *, size_t);
+typedef size_t (*sallocx_fn)(const void *, int);
+static const char *owner(const void *p, size_t size) {
+  sallocx_fn sallocx = (sallocx_fn)dlsym(RTLD_DEFAULT, "sallocx");
+  return sallocx && sallocx(p, 0) >= size ? "ductile's" : "not ductile's";
+}
+int main(int argc, char **argv) {
+  const char *what = argc > 1 ? argv[1] : "";
+  if (!strcmp(what, "mallopt")) {
+    int params[] = {M_MXFAST, M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD, M_MMAP_MAX, M_CHECK_ACTION,
+                    M_PERTURB, M_ARENA_TEST, M_ARENA_MAX, 0, 2, 3, 4, 5, -9, 12345, INT_MIN};
+    int values[] = {INT_MIN, -1, 0, 1, 64, 160, 161, 4096, 1 << 20, 32 << 20, (32 << 20) + 1, INT_MAX};
+    for (unsigned i = 0; i < sizeof params / sizeof *params; i++) {
+      printf("%d:", params[i]);
+      for (unsigned j = 0; j < sizeof values / sizeof *values; j++) printf(" %d", mallopt(params[i], values[j]));
+      printf("\n");
+    }
+    mallopt(M_PERTURB, 0);
+    return 0;
+  }
+  if (!strcmp(what, "info")) {
+    void *volatile h = malloc(6 << 20);
+    int r = malloc_info(0, stdout);
+    fprintf(stderr, "malloc_info: %d, with options 1: %d\n", r, malloc_info(1, stdout));
+    free(h);
+    return r;
+  }
+  if (!strcmp(what, "stats")) {
+    void *volatile p = malloc(100);
+    malloc_stats();
+    free(p);
+    return 0;
+  }
+  /* mallinfo2's figures, and the same figures by mallctl where there is one. */
+  struct mallinfo2 a = mallinfo2();
+  void *volatile h = malloc(6 << 20);
+  struct mallinfo2 b = mallinfo2();
+  void *volatile m = malloc(1 << 20);
+  struct mallinfo2 c = mallinfo2();
+  size_t huge = 0, len = sizeof huge;
+  mallctl_fn mallctl = (mallctl_fn)dlsym(RTLD_DEFAULT, "mallctl");
+  int ctl = mallctl ? mallctl("ductile.huge.allocated", &huge, &len, NULL, 0) : -1;
+  printf("6 MiB: hblks +%zu, hblkhd +%zu\n", b.hblks - a.hblks, b.hblkhd - a.hblkhd);
+  printf("1 MiB: hblks +%zu, uordblks %s\n", c.hblks - b.hblks,
+         c.uordblks - b.uordblks >= (1 << 20) ? "+1 MiB or more" : "+less");
+  printf("hblkhd and ductile.huge.allocated: %s\n", ctl ? "no mallctl" : huge == c.hblkhd ? "equal" : "differ");
+  free(h);
+  free(m);
+  /* The __libc_ names: blocks of the allocator in use, freed by free(). */
+  void *p = __libc_malloc(100);
+  printf("__libc_malloc: %s\n", owner(p, 100));
+  p = __libc_realloc(p, 5 << 20);
+  printf("__libc_realloc: %s\n", owner(p, 5 << 20));
+  struct mallinfo2 d = mallinfo2();
+  free(p);
+  printf("free of it: hblks -%zu\n", d.hblks - mallinfo2().hblks);
+  p = __libc_memalign(4096, 3000);
+  printf("__libc_memalign: %s\n", owner(p, 3000));
+  __libc_free(p);
+  /* C23's sized free, where the library has one (glibc 2.36 does not). */
+  void (*free_sized)(void *, size_t) = (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "free_sized");
+  if (free_sized) {
+    p = malloc(3 << 20);
+    d = mallinfo2();
+    free_sized(p, 3 << 20);
+    printf("free_sized: hblks -%zu\n", d.hblks - mallinfo2().hblks);
+  }
+  return 0;
+}
+C
+if command -v gcc >/dev/null && gcc -O1 -o "$work/glibcapi" "$work/glibcapi.c" -ldl 2>"$work/glibcapi.err"; then
+  # mallinfo2 and the __libc_ names: ductile's figures and blocks.
+  expected='6 MiB: hblks +1, hblkhd +6291456
+1 MiB: hblks +0, uordblks +1 MiB or more
+hblkhd and ductile.huge.allocated: equal
+__libc_malloc: ductile'"'"'s
+__libc_realloc: ductile'"'"'s
+free of it: hblks -1
+__libc_memalign: ductile'"'"'s
+free_sized: hblks -1'
+  out=$(LD_PRELOAD=$lib "$work/glibcapi" 2>&1)
+  plain=$("$work/glibcapi" 2>&1)
+  if [ "$out" = "$expected" ] && [ "$plain" != "$expected" ]; then
+    pass "mallinfo2 and the __libc_ names answer for ductile's heap"
+  else
+    fail "mallinfo2 and the __libc_ names" "under ductile:" "$out" "under glibc:" "$plain"
+  fi
+  # mallopt: glibc's return value for every parameter.
+  if cmp -s <("$work/glibcapi" mallopt) <(LD_PRELOAD=$lib "$work/glibcapi" mallopt) &&
+    [ "$("$work/glibcapi" mallopt | wc -l)" -eq 17 ]; then
+    pass "mallopt returns what glibc returns"
+  else
+    fail mallopt "$(diff <("$work/glibcapi" mallopt) <(LD_PRELOAD=$lib "$work/glibcapi" mallopt))"
+  fi
+  # malloc_stats: ductile's summary, the one DUCTILE_STATS=1 prints.
+  LD_PRELOAD=$lib "$work/glibcapi" stats 2>"$work/malloc_stats.err" >/dev/null
+  if grep -q '^___ Begin ductile statistics ___' "$work/malloc_stats.err" &&
+    grep -q '^Small classes:' "$work/malloc_stats.err" && grep -q '^___ End ductile statistics ___' "$work/malloc_stats.err" &&
+    ! grep -q '^Arena 0:' "$work/malloc_stats.err" && "$work/glibcapi" stats 2>&1 | grep -q '^Arena 0:'; then
+    pass "malloc_stats prints ductile's summary"
+  else
+    fail malloc_stats "$(head -5 "$work/malloc_stats.err")"
+  fi
+  # malloc_info: well-formed XML (python's parser) with ductile's figures; the
+  # same return values as glibc's.
+  LD_PRELOAD=$lib "$work/glibcapi" info >"$work/info.xml" 2>"$work/info.err"
+  "$work/glibcapi" info >"$work/info.plain.xml" 2>"$work/info.plain.err"
+  check_xml='
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+mmap = [t for t in root.findall("total") if t.get("type") == "mmap"]
+d = root.find("ductile")
+print(root.tag, root.get("version"), "ductile" if d is not None else "no ductile element",
+      "mmap" if mmap and int(mmap[0].get("count")) >= 1 and int(mmap[0].get("size")) >= 6 << 20 else "no mmap")
+'
+  if command -v python3 >/dev/null; then
+    verdict=$(python3 -c "$check_xml" "$work/info.xml" 2>&1)
+    plain_verdict=$(python3 -c "$check_xml" "$work/info.plain.xml" 2>&1)
+  else  # no parser: the root and ductile's element at least
+    verdict=$(head -1 "$work/info.xml")$(grep -c '^<ductile ' "$work/info.xml")$(tail -1 "$work/info.xml")
+    plain_verdict=$(head -1 "$work/info.plain.xml")$(grep -c '^<ductile ' "$work/info.plain.xml")
+    [ "$verdict" = '<malloc version="1">1</malloc>' ] && verdict="malloc 1 ductile mmap"
+    [ "$plain_verdict" = '<malloc version="1">0' ] && plain_verdict="malloc 1 no ductile element mmap"
+  fi
+  if [ "$verdict" = "malloc 1 ductile mmap" ] && [ "$plain_verdict" = "malloc 1 no ductile element mmap" ] &&
+    cmp -s "$work/info.err" "$work/info.plain.err"; then
+    pass "malloc_info writes well-formed XML with ductile's figures"
+  else
+    fail malloc_info "$verdict" "$plain_verdict" "$(cat "$work/info.err" "$work/info.plain.err")" "$(head -20 "$work/info.xml")"
+  fi
+else
+  fail glibcapi "$(cat "$work/glibcapi.err" 2>/dev/null)"
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
