@@ -537,6 +537,26 @@ int main(int argc, char **argv) {
     mallopt(M_PERTURB, 0);
     return 0;
   }
+  if (!strcmp(what, "threshold")) {
+    /* M_MMAP_THRESHOLD is ductile's huge threshold: a 100 KiB block is huge. */
+    mallctl_fn mallctl = (mallctl_fn)dlsym(RTLD_DEFAULT, "mallctl");
+    size_t t = 0, len = sizeof t;
+    unsigned long long allocs[2] = {0, 0};
+    size_t alen = sizeof allocs[0];
+    if (!mallctl) {
+      puts("no mallctl");
+      return 0;
+    }
+    int r = mallopt(M_MMAP_THRESHOLD, 64 << 10);
+    mallctl("opt.huge_threshold", &t, &len, NULL, 0);
+    mallctl("ductile.huge.allocs", &allocs[0], &alen, NULL, 0);
+    void *volatile p = malloc(100 << 10);
+    mallctl("ductile.huge.allocs", &allocs[1], &alen, NULL, 0);
+    printf("mallopt: %d, huge threshold: %zu, a 100 KiB block is %s\n", r, t,
+           allocs[1] == allocs[0] + 1 ? "huge" : "not huge");
+    free(p);
+    return 0;
+  }
   if (!strcmp(what, "info")) {
     void *volatile h = malloc(6 << 20);
     int r = malloc_info(0, stdout);
@@ -605,11 +625,14 @@ free_sized: hblks -1'
     fail "mallinfo2 and the __libc_ names" "under ductile:" "$out" "under glibc:" "$plain"
   fi
   # mallopt: glibc's return value for every parameter.
+  # ductile's mallopt, too: M_MMAP_THRESHOLD moved the huge threshold.
+  threshold=$(LD_PRELOAD=$lib "$work/glibcapi" threshold 2>&1)
   if cmp -s <("$work/glibcapi" mallopt) <(LD_PRELOAD=$lib "$work/glibcapi" mallopt) &&
-    [ "$("$work/glibcapi" mallopt | wc -l)" -eq 17 ]; then
-    pass "mallopt returns what glibc returns"
+    [ "$("$work/glibcapi" mallopt | wc -l)" -eq 17 ] &&
+    [ "$threshold" = "mallopt: 1, huge threshold: 65536, a 100 KiB block is huge" ]; then
+    pass "mallopt returns what glibc returns, and M_MMAP_THRESHOLD sets the huge threshold"
   else
-    fail mallopt "$(diff <("$work/glibcapi" mallopt) <(LD_PRELOAD=$lib "$work/glibcapi" mallopt))"
+    fail mallopt "$(diff <("$work/glibcapi" mallopt) <(LD_PRELOAD=$lib "$work/glibcapi" mallopt))" "$threshold"
   fi
   # malloc_stats: ductile's summary, the one DUCTILE_STATS=1 prints.
   LD_PRELOAD=$lib "$work/glibcapi" stats 2>"$work/malloc_stats.err" >/dev/null
