@@ -108,6 +108,10 @@ TESTS += test/integration/decay_test.sh
 EXTRA_DIST += test/integration/decay_test.sh
 AM_TESTS_ENVIRONMENT = builddir='$(abs_top_builddir)'; export builddir;
 
+# Every statement of the version agrees with configure.ac's.
+TESTS += test/integration/version_test.sh
+EXTRA_DIST += test/integration/version_test.sh
+
 # The API layer: jemalloc's extended API, mallctl, stats and the C++
 # operators, with the allocator's objects linked into the test program.
 ductile_api_tests = \

@@ -468,6 +468,13 @@ T read_ctl(const char* name) {
   return v;
 }
 
+// The version the library reports is configure.ac's (AC_INIT, PACKAGE_VERSION
+// in config.h), through ductile_version() and mallctl("version") alike.
+TEST(Mallctl, VersionIsConfigures) {
+  EXPECT_STREQ(ductile_version(), PACKAGE_VERSION);
+  EXPECT_STREQ(read_ctl<const char*>("version"), PACKAGE_VERSION);
+}
+
 TEST(Mallctl, VersionAndEpoch) {
   EXPECT_STREQ(read_ctl<const char*>("version"), ductile_version());
   uint64_t e0 = read_ctl<uint64_t>("epoch");
