@@ -4,6 +4,7 @@
 // library's objects statically, so ductile is the allocator of the whole
 // test process, and the internals are at hand to check answers against.
 #include <errno.h>
+#include <malloc.h>
 #include <sys/types.h>
 
 #include <algorithm>
@@ -27,6 +28,10 @@
 extern "C" void* __libc_malloc(size_t);
 extern "C" void* __libc_realloc(void*, size_t);
 extern "C" void __libc_free(void*);
+extern "C" void* __libc_calloc(size_t, size_t);
+extern "C" void* __libc_memalign(size_t, size_t);
+extern "C" void* __libc_valloc(size_t);
+extern "C" void* __libc_pvalloc(size_t);
 
 namespace ductile {
 namespace {
@@ -447,6 +452,73 @@ TEST(MallocFamily, OverflowingAndMisalignedRequests) {
   ASSERT_NE(a, nullptr);
   EXPECT_TRUE(is_aligned(addr(a), kMiB));
   free(a);
+}
+
+// ---- requests that cannot be met -----------------------------------------
+
+// What glibc's own tests check of every allocator: a request that cannot be
+// met fails with NULL and ENOMEM, never crashes or wraps round.
+TEST(MallocFamily, TooLargeRequestsFailWithEnomemAsInGlibc) {
+  const size_t huge_sizes[] = {SIZE_MAX,      SIZE_MAX - 1,  SIZE_MAX - 15,     SIZE_MAX - kPage,
+                               kMaxSize + 1,  kMaxSize,      kMaxSize - kPage,  SIZE_MAX / 2 + 17};
+  void* live = malloc(10);
+  for (size_t size : huge_sizes) {
+    auto expect_enomem = [&](const char* what, void* p, void* glibc) {
+      int e = errno;
+      EXPECT_EQ(p, nullptr) << what << "(" << size << ")";
+      EXPECT_EQ(glibc, nullptr) << what << "(" << size << ") under glibc";
+      EXPECT_EQ(e, ENOMEM) << what << "(" << size << ")";
+    };
+    void* g;
+    errno = 0;
+    g = __libc_malloc(opaque(size));
+    errno = 0;
+    expect_enomem("malloc", malloc(opaque(size)), g);
+    g = __libc_calloc(1, opaque(size));
+    errno = 0;
+    expect_enomem("calloc(1, n)", calloc(1, opaque(size)), g);
+    g = __libc_calloc(opaque(size), 1);
+    errno = 0;
+    expect_enomem("calloc(n, 1)", calloc(opaque(size), 1), g);
+    void* gl = __libc_malloc(10);
+    g = __libc_realloc(gl, opaque(size));
+    __libc_free(gl);
+    errno = 0;
+    expect_enomem("realloc", realloc(live, opaque(size)), g);
+    for (size_t align : {size_t{16}, kPage, size_t{1} << 21}) {
+      g = __libc_memalign(align, opaque(size));
+      errno = 0;
+      expect_enomem("memalign", memalign(align, opaque(size)), g);
+      errno = 0;
+      expect_enomem("aligned_alloc", aligned_alloc(align, opaque(size)), nullptr);
+      // posix_memalign reports through its result and leaves errno alone
+      // (POSIX; glibc also sets errno) and *memptr too.
+      void* out = &live;
+      errno = 1234;
+      EXPECT_EQ(posix_memalign(&out, align, opaque(size)), ENOMEM) << size;
+      EXPECT_EQ(errno, 1234) << size;
+      EXPECT_EQ(out, &live) << size;
+    }
+    g = __libc_valloc(opaque(size));
+    errno = 0;
+    expect_enomem("valloc", valloc(opaque(size)), g);
+    g = __libc_pvalloc(opaque(size));
+    errno = 0;
+    expect_enomem("pvalloc", pvalloc(opaque(size)), g);
+    errno = 0;
+    expect_enomem("mallocx", mallocx(size, 0), nullptr);
+    errno = 0;
+    expect_enomem("mallocx zero", mallocx(size, MALLOCX_ZERO), nullptr);
+    errno = 0;
+    expect_enomem("mallocx aligned", mallocx(size, MALLOCX_LG_ALIGN(12)), nullptr);
+    errno = 0;
+    expect_enomem("rallocx", rallocx(live, size, 0), nullptr);
+    errno = 0;
+    expect_enomem("reallocarray", reallocarray(live, opaque(size), 1), nullptr);
+  }
+  // The block survived every failed resize.
+  EXPECT_GE(malloc_usable_size(live), 10u);
+  free(live);
 }
 
 // ---- mallctl -----------------------------------------------------------
