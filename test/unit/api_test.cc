@@ -8,8 +8,10 @@
 #include <sys/types.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -454,7 +456,105 @@ TEST(MallocFamily, OverflowingAndMisalignedRequests) {
   free(a);
 }
 
-// ---- requests that cannot be met -----------------------------------------
+// ---- the ABI's alignment ------------------------------------------------
+
+// The x86-64 ABI gives malloc'd memory alignof(max_align_t) = 16 bytes, and
+// GCC may store to it with aligned 16-byte SSE moves: every block of 16
+// bytes or more must be 16-aligned; only a smaller one may be 8-aligned.
+// Every peer (glibc, jemalloc, mimalloc, tcmalloc) returns 16 from 16 bytes on.
+constexpr size_t kAbiAlign = alignof(max_align_t);
+static_assert(kAbiAlign == 16, "the x86-64 ABI");
+
+// "" when p is a block of at least size bytes aligned as the ABI asks, else
+// what is wrong with it.
+std::string abi_violation(const char* what, const void* p, size_t size) {
+  const size_t want = size >= kAbiAlign ? kAbiAlign : 8;
+  std::string why;
+  if (p == nullptr) why = "null";
+  else if (!is_aligned(addr(p), want)) why = "aligned to " + std::to_string(addr(p) & (~addr(p) + 1)) + " only";
+  else if (ductile_malloc_usable_size(const_cast<void*>(p)) < size) why = "usable size too small";
+  return why.empty() ? why : std::string(what) + "(" + std::to_string(size) + "): " + why;
+}
+
+TEST(AbiAlignment, EverySizeToOneMiBThroughEveryEntryPoint) {
+  // Every size through malloc, mallocx and realloc (grown one byte at a
+  // time); every size to 16 KiB, then every 509th, through the ones that
+  // write the block (calloc, operator new).
+  size_t failures = 0;
+  auto expect = [&](const char* what, const void* p, size_t size) {
+    std::string why = abi_violation(what, p, size);
+    if (!why.empty() && ++failures <= 20) ADD_FAILURE() << why;
+  };
+  void* grown = nullptr;
+  for (size_t size = 1; size <= kMiB + 64; size++) {
+    void* p = malloc(opaque(size));
+    expect("malloc", p, size);
+    free(p);
+    p = mallocx(size, 0);
+    expect("mallocx", p, size);
+    dallocx(p, 0);
+    grown = realloc(grown, size);
+    expect("realloc", grown, size);
+    if (size <= 16384 || size % 509 == 0) {
+      p = calloc(1, opaque(size));
+      expect("calloc", p, size);
+      free(p);
+      p = calloc(opaque(size), 1);
+      expect("calloc(n, 1)", p, size);
+      free(p);
+      p = ::operator new(size);
+      expect("operator new", p, size);
+      ::operator delete(p);
+      p = ::operator new[](size, std::nothrow);
+      expect("operator new[] nothrow", p, size);
+      ::operator delete[](p);
+      p = mallocx(size, MALLOCX_ZERO);
+      expect("mallocx zero", p, size);
+      dallocx(p, 0);
+    }
+  }
+  // And shrunk one byte at a time (a block may stay in place).
+  for (size_t size = 4096; size >= 1; size--) {
+    grown = realloc(grown, size);
+    expect("realloc shrinking", grown, size);
+  }
+  free(grown);
+  EXPECT_EQ(failures, 0u);
+}
+
+TEST(AbiAlignment, SmallAlignmentsGiveAtLeastTheAbiAlignment) {
+  // An alignment below 16 asks for less than malloc gives, never for less
+  // than the ABI.
+  size_t failures = 0;
+  auto expect = [&](const char* what, const void* p, size_t size) {
+    std::string why = abi_violation(what, p, size);
+    if (!why.empty() && ++failures <= 20) ADD_FAILURE() << why;
+  };
+  for (size_t size = 1; size <= 8192; size++) {
+    for (size_t align : {1, 2, 4, 8}) {
+      void* p = memalign(align, opaque(size));
+      expect("memalign", p, size);
+      free(p);
+      p = aligned_alloc(align, opaque(size));
+      expect("aligned_alloc", p, size);
+      free(p);
+      p = mallocx(size, MALLOCX_ALIGN(align));
+      expect("mallocx align", p, size);
+      dallocx(p, 0);
+    }
+    void* q = nullptr;
+    ASSERT_EQ(posix_memalign(&q, 8, opaque(size)), 0);
+    expect("posix_memalign", q, size);
+    free(q);
+  }
+  EXPECT_EQ(failures, 0u);
+}
+
+TEST(AbiAlignment, EveryClassOfSixteenBytesOrMoreIsAMultipleOfSixteen) {
+  EXPECT_EQ(small::class_size(0), 8u);  // sizes 1..8: 8 bytes, 8-aligned
+  for (size_t c = 1; c < small::kNumClasses; c++)
+    EXPECT_EQ(small::class_size(c) % kAbiAlign, 0u) << small::class_size(c);
+}
 
 // What glibc's own tests check of every allocator: a request that cannot be
 // met fails with NULL and ENOMEM, never crashes or wraps round.
