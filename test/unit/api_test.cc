@@ -621,6 +621,40 @@ TEST(MallocFamily, TooLargeRequestsFailWithEnomemAsInGlibc) {
   free(live);
 }
 
+// Alignments too large to meet, as glibc answers them (2.36; the same
+// calls without ductile): memalign and aligned_alloc fail with EINVAL only
+// above 2^63 (SIZE_MAX / 2 + 1) and otherwise round the alignment up to a
+// power of two and fail with ENOMEM; posix_memalign returns EINVAL for
+// anything but a power of two and ENOMEM for one it cannot meet, and leaves
+// errno alone. (Alignments from 2^48, past any user address, so that none
+// can be met; aligned_alloc of a non-power of two at or below 2^63 is
+// EINVAL, as glibc 2.38 made it, where 2.36 rounded it up as memalign does.)
+TEST(MallocFamily, HugeAlignmentsFailAsInGlibc) {
+  const size_t p62 = size_t{1} << 62, p63 = size_t{1} << 63;
+  const size_t aligns[] = {size_t{1} << 48, size_t{1} << 61, p62 - 1, p62, p62 + 1,
+                           p63 - 1,         p63,             p63 + 1, SIZE_MAX - 1, SIZE_MAX};
+  for (size_t align : aligns) {
+    for (size_t size : {size_t{1}, size_t{4096}, size_t{3} << 20}) {
+      errno = 0;
+      void* g = __libc_memalign(align, size);
+      const int g_errno = errno;
+      ASSERT_EQ(g, nullptr);
+      errno = 0;
+      EXPECT_EQ(memalign(align, size), nullptr) << align;
+      EXPECT_EQ(errno, g_errno) << "memalign(" << align << ", " << size << ")";
+      EXPECT_EQ(g_errno, align > p63 ? EINVAL : ENOMEM) << align;
+      errno = 0;
+      EXPECT_EQ(aligned_alloc(align, size), nullptr) << align;
+      EXPECT_EQ(errno, is_pow2(align) ? ENOMEM : EINVAL) << "aligned_alloc(" << align << ", " << size << ")";
+      void* out = &g;
+      errno = 1234;
+      EXPECT_EQ(posix_memalign(&out, align, size), is_pow2(align) ? ENOMEM : EINVAL) << align;
+      EXPECT_EQ(errno, 1234);
+      EXPECT_EQ(out, &g);
+    }
+  }
+}
+
 // ---- mallctl -----------------------------------------------------------
 
 template <typename T>
