@@ -185,11 +185,6 @@ int ctl_trim(Req& r, const size_t*, size_t) {
 // thread.*: the calling thread's counters live in its cache.
 __thread uint64_t t_no_counter __attribute__((tls_model("initial-exec"))) = 0;
 
-small::ThreadCache* thread_cache() {
-  if (core::own_cache() == nullptr) core::dealloc(core::alloc(1));  // makes one if caches are on
-  return core::own_cache();
-}
-
 template <bool Allocated>
 int ctl_thread_counter(Req& r, const size_t*, size_t) {
   if (!kStats) return ENOENT;
@@ -202,7 +197,9 @@ template <bool Allocated>
 int ctl_thread_counter_ptr(Req& r, const size_t*, size_t) {
   if (!kStats) return ENOENT;
   if (writes(r)) return EPERM;
-  small::ThreadCache* tc = thread_cache();
+  // The counters live in the thread's cache: make it now (without counting
+  // an allocation of our own), so the pointer stays valid for the thread.
+  small::ThreadCache* tc = core::thread_cache();
   uint64_t* p = tc == nullptr ? &t_no_counter : Allocated ? &tc->allocated : &tc->deallocated;
   return read_value(r, p);
 }

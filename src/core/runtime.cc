@@ -543,6 +543,11 @@ void* reallocate_aligned(void* p, size_t size, size_t align, bool zero) noexcept
   return q;
 }
 
+small::ThreadCache* thread_cache() noexcept {
+  if (!ensure_ready()) return nullptr;
+  return cache();
+}
+
 size_t trim() noexcept {
   if (!g_ready.load(std::memory_order_acquire)) return 0;
   if (ThreadCache* tc = own_cache()) flush_all(tc, false);

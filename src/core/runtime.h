@@ -92,6 +92,9 @@ void* reallocate(void* p, size_t size) noexcept;
 // rallocx semantics: may move; the result is `align`-aligned (0: no
 // requirement); with `zero`, bytes past the old usable size read as zero.
 void* reallocate_aligned(void* p, size_t size, size_t align, bool zero) noexcept;
+// The calling thread's cache, made now if it has none yet; nullptr where it
+// cannot have one (tcache:false, or while it exits). Allocates nothing.
+small::ThreadCache* thread_cache() noexcept;
 // The active extent of ours that holds p (a block's extent), or nullptr.
 chunk::Extent* owner_of(const void* p) noexcept;
 // The usable size of the block whose extent is e.

@@ -21,6 +21,7 @@ constexpr bool kDuctile = true;
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -364,6 +365,27 @@ TEST(Mallctl, ThreadCounters) {
   void* p = mallocx(4000, 0);
   EXPECT_GE(*ap - before, 4000u);
   dallocx(p, 0);
+}
+
+TEST(Mallctl, ThreadCounterPointersStartAtTheCounters) {
+  bool stats = false;
+  ASSERT_EQ(ctl_read("config.stats", &stats), 0);
+  if (!stats) GTEST_SKIP() << "built without statistics";
+  std::thread([] {
+    uint64_t a0 = 0, d0 = 0, a1 = 0, d1 = 0;
+    ASSERT_EQ(ctl_read("thread.allocated", &a0), 0);
+    ASSERT_EQ(ctl_read("thread.deallocated", &d0), 0);
+    uint64_t* ap = nullptr;
+    uint64_t* dp = nullptr;
+    ASSERT_EQ(ctl_read("thread.allocatedp", &ap), 0);
+    ASSERT_EQ(ctl_read("thread.deallocatedp", &dp), 0);
+    EXPECT_EQ(*ap, a0);
+    EXPECT_EQ(*dp, d0);
+    ASSERT_EQ(ctl_read("thread.allocated", &a1), 0);
+    ASSERT_EQ(ctl_read("thread.deallocated", &d1), 0);
+    EXPECT_EQ(*ap, a1);
+    EXPECT_EQ(*dp, d1);
+  }).join();
 }
 
 TEST(Mallctl, PurgeAndDecay) {

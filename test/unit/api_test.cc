@@ -13,6 +13,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -723,6 +724,30 @@ TEST(Mallctl, ThreadCounters) {
   EXPECT_EQ(*ap, read_ctl<uint64_t>("thread.allocated"));
   ductile_free(p);
   EXPECT_EQ(*dp, read_ctl<uint64_t>("thread.deallocated"));
+}
+
+TEST(Mallctl, ThreadCounterPointersStartAtTheCounters) {
+  // A new thread's first read of *thread.allocatedp is thread.allocated:
+  // asking for the pointer allocates nothing that would be counted.
+  if (!kStats) GTEST_SKIP() << "--disable-stats";
+  std::thread([] {
+    uint64_t a0 = read_ctl<uint64_t>("thread.allocated");
+    uint64_t d0 = read_ctl<uint64_t>("thread.deallocated");
+    uint64_t* ap = read_ctl<uint64_t*>("thread.allocatedp");
+    uint64_t* dp = read_ctl<uint64_t*>("thread.deallocatedp");
+    ASSERT_NE(ap, nullptr);
+    ASSERT_NE(dp, nullptr);
+    EXPECT_EQ(*ap, a0);
+    EXPECT_EQ(*dp, d0);
+    EXPECT_EQ(*ap, read_ctl<uint64_t>("thread.allocated"));
+    EXPECT_EQ(*dp, read_ctl<uint64_t>("thread.deallocated"));
+    void* p = ductile_malloc(1000);
+    EXPECT_GE(*ap - a0, 1000u);
+    EXPECT_EQ(*ap, read_ctl<uint64_t>("thread.allocated"));
+    ductile_free(p);
+    EXPECT_GE(*dp - d0, 1000u);
+    EXPECT_EQ(*dp, read_ctl<uint64_t>("thread.deallocated"));
+  }).join();
 }
 
 TEST(Mallctl, ReadRulesFollowJemalloc) {
