@@ -209,6 +209,26 @@ size_t class_for(size_t size, size_t align) {
   return cls;
 }
 
+// Where a request of `size` bytes aligned to `align` (a power of two, or 0/1
+// for none) is served, and the usable size it gets: alloc_impl serves it
+// there, nallocx answers `usable`, and rallocx leaves a block exactly so.
+struct Placement {
+  enum Kind : uint8_t { kClass, kAlignedMedium, kHuge } kind;
+  size_t cls;     // kClass and kAlignedMedium
+  size_t usable;
+};
+Placement place(size_t size, size_t align) {
+  if (size >= huge_threshold() || (align > kPage && size + align >= huge_threshold()))
+    return {Placement::kHuge, 0, huge::HugeLayer::size_for(size)};
+  if (align > kPage) {
+    // Slab objects are aligned to at most a page: a medium block, aligned by the chunk layer.
+    size_t cls = class_for(size > small::kMaxSmall ? size : small::kMaxSmall + 1, kPage);
+    return {Placement::kAlignedMedium, cls, small::class_size(cls)};
+  }
+  size_t cls = class_for(size, align);
+  return {Placement::kClass, cls, small::class_size(cls)};
+}
+
 // A slab region proved busy and asked for the prefault helper: start it here,
 // where this thread holds no lock (creating a thread allocates).
 DUCTILE_ALWAYS_INLINE void start_helper_if_asked() {
@@ -265,15 +285,15 @@ void* alloc_impl(size_t size, size_t align, bool zero) {
     return nullptr;
   }
   void* p;
-  if (size >= huge_threshold() || (align > kPage && size + align >= huge_threshold())) {
+  const Placement at = place(size, align);
+  if (at.kind == Placement::kHuge) {
     p = rt().huge.alloc(size, align, zero);
-    if (p) count_bytes(huge::HugeLayer::size_for(size), 0);
-  } else if (align > kPage) {
-    size_t cls = class_for(size > small::kMaxSmall ? size : small::kMaxSmall + 1, kPage);
-    p = medium_from_chunks(cls, align, zero);
-    if (p) count_bytes(small::class_size(cls), 0);
+    if (p) count_bytes(at.usable, 0);
+  } else if (at.kind == Placement::kAlignedMedium) {
+    p = medium_from_chunks(at.cls, align, zero);
+    if (p) count_bytes(at.usable, 0);
   } else {
-    p = alloc_class(class_for(size, align), zero);
+    p = alloc_class(at.cls, zero);
   }
   if (DUCTILE_UNLIKELY(p == nullptr)) errno = ENOMEM;
   return p;
@@ -447,10 +467,7 @@ size_t usable_size(const void* p) noexcept {
 
 size_t usable_size_for(size_t size, size_t align) noexcept {
   if (!ensure_ready() || size > static_cast<size_t>(PTRDIFF_MAX) || !is_pow2(align)) return 0;
-  if (size >= huge_threshold() || (align > kPage && size + align >= huge_threshold()))
-    return huge::HugeLayer::size_for(size);
-  if (align > kPage) return small::class_size(class_for(size > small::kMaxSmall ? size : small::kMaxSmall + 1, kPage));
-  return small::class_size(class_for(size, align));
+  return place(size, align).usable;
 }
 
 size_t resize_in_place(void* p, size_t size, bool zero) noexcept {
@@ -481,9 +498,12 @@ size_t resize_in_place(void* p, size_t size, bool zero) noexcept {
   return old;  // small blocks, and moves between ranges, cannot be done in place
 }
 
-void* reallocate(void* p, size_t size) noexcept { return reallocate_aligned(p, size, 0, false); }
+namespace {
 
-void* reallocate_aligned(void* p, size_t size, size_t align, bool zero) noexcept {
+// realloc (`exact` false) and rallocx (`exact` true, where the block is left
+// with exactly the usable size nallocx(size, flags) answers: a shrinking
+// medium block shrinks in place or moves, as in jemalloc).
+void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact) {
   if (align != 0 && !is_pow2(align)) {
     errno = EINVAL;
     return nullptr;
@@ -527,20 +547,39 @@ void* reallocate_aligned(void* p, size_t size, size_t align, bool zero) noexcept
       return q;
     }
     bool aligned = align <= small::kMinAlign || is_aligned(addr(p), align);
-    // Same class, or a smaller one not worth moving for: stay.
-    if (aligned && size <= old &&
-        (e->kind == ExtentKind::kSlab ? small::class_of(size) == e->size_class
-                                      : size > old / 2 && e->kind != ExtentKind::kHuge))
-      return p;
-    if (aligned && e->kind == ExtentKind::kMedium && size > small::kMaxSmall && size < huge_threshold() &&
-        resize_in_place(p, size, zero) >= size)
-      return p;
+    if (exact) {
+      // Stay only as what a new block would be: the same class, or a medium
+      // block resized in place to it.
+      const Placement at = place(size, align);
+      if (aligned && at.kind != Placement::kHuge && at.cls == e->size_class && e->kind != ExtentKind::kHuge)
+        return p;
+      if (aligned && e->kind == ExtentKind::kMedium && at.kind != Placement::kHuge &&
+          !small::is_small_class(at.cls) && resize_in_place(p, at.usable, zero) == at.usable)
+        return p;
+    } else {
+      // Same class, or a smaller one not worth moving for: stay.
+      if (aligned && size <= old &&
+          (e->kind == ExtentKind::kSlab ? small::class_of(size) == e->size_class
+                                        : size > old / 2 && e->kind != ExtentKind::kHuge))
+        return p;
+      if (aligned && e->kind == ExtentKind::kMedium && size > small::kMaxSmall && size < huge_threshold() &&
+          resize_in_place(p, size, zero) >= size)
+        return p;
+    }
   }
   void* q = alloc_impl(size, align, zero);
   if (q == nullptr) return nullptr;  // the old block is intact
   std::memcpy(q, p, old < size ? old : size);
   if (e) dealloc_extent(p, e);
   return q;
+}
+
+}  // namespace
+
+void* reallocate(void* p, size_t size) noexcept { return reallocate_impl(p, size, 0, false, false); }
+
+void* reallocate_aligned(void* p, size_t size, size_t align, bool zero) noexcept {
+  return reallocate_impl(p, size, align, zero, true);
 }
 
 small::ThreadCache* thread_cache() noexcept {

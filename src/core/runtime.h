@@ -90,7 +90,9 @@ void* alloc_aligned(size_t size, size_t align, bool zero) noexcept;
 // layer decides what realloc(p, 0) means).
 void* reallocate(void* p, size_t size) noexcept;
 // rallocx semantics: may move; the result is `align`-aligned (0: no
-// requirement); with `zero`, bytes past the old usable size read as zero.
+// requirement) and its usable size is exactly usable_size_for(size, align),
+// shrinking included; with `zero`, bytes past the old usable size read as
+// zero.
 void* reallocate_aligned(void* p, size_t size, size_t align, bool zero) noexcept;
 // The calling thread's cache, made now if it has none yet; nullptr where it
 // cannot have one (tcache:false, or while it exits). Allocates nothing.

@@ -185,6 +185,32 @@ TEST(Rallocx, FailureLeavesTheBlockIntact) {
   }
 }
 
+// jemalloc(3): rallocx leaves the block with the usable size nallocx(size,
+// flags) answers -- when it shrinks too, and with an alignment.
+TEST(Rallocx, UsableSizeIsNallocxShrinkingAndAligned) {
+  const size_t froms[] = {1, 100, 4096, 20000, 65536, 1 * kMiB, 3 * kMiB};
+  for (size_t size : sizes()) {
+    for (int lg = 0; lg <= 21; lg++) {
+      const int flags = MALLOCX_LG_ALIGN(lg);
+      for (size_t from : froms) {
+        void* p = mallocx(from, 0);
+        ASSERT_NE(p, nullptr);
+        fill(p, from, 5);
+        void* q = rallocx(p, size, flags);
+        ASSERT_NE(q, nullptr) << from << " -> " << size << " lg " << lg;
+        EXPECT_TRUE(aligned(q, size_t{1} << lg));
+        EXPECT_EQ(sallocx(q, 0), nallocx(size, flags)) << from << " -> " << size << " lg " << lg;
+        EXPECT_TRUE(check(q, from < size ? from : size, 5));
+        dallocx(q, 0);
+      }
+    }
+  }
+  void* p = mallocx(65536, 0);
+  p = rallocx(p, 57344, 0);
+  EXPECT_EQ(sallocx(p, 0), 57344u);
+  dallocx(p, 0);
+}
+
 TEST(Xallocx, NeverMovesAndAnswersTheRealSize) {
   for (size_t size : sizes()) {
     void* p = mallocx(size, 0);

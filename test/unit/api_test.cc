@@ -248,6 +248,75 @@ TEST(Rallocx, FailureLeavesTheBlockIntact) {
   }
 }
 
+// jemalloc(3): rallocx "resizes the allocation at ptr to be at least size
+// bytes", and its usable size is then what nallocx(size, flags) answers --
+// shrinking included (jemalloc: 65536 -> 57344 leaves 57344).
+TEST(Rallocx, ShrinkingLeavesTheNewSizesClass) {
+  const size_t cases[][2] = {{65536, 57344}, {65536, 40000}, {kMiB, 20000}, {kMiB, 600000},
+                             {300, 100},     {20000, 17000}, {5 * kMiB, 3 * kMiB}};
+  for (auto [from, to] : cases) {
+    void* p = ductile_mallocx(from, 0);
+    ASSERT_NE(p, nullptr);
+    fill(p, from, 3);
+    void* q = ductile_rallocx(p, to, 0);
+    ASSERT_NE(q, nullptr) << from << " -> " << to;
+    EXPECT_EQ(ductile_sallocx(q, 0), ductile_nallocx(to, 0)) << from << " -> " << to;
+    EXPECT_TRUE(check(q, to, 3)) << from << " -> " << to;
+    ductile_dallocx(q, 0);
+  }
+}
+
+// nallocx(size, flags) is sallocx of what mallocx(size, flags) and
+// rallocx(p, size, flags) return, for every size range and alignment and
+// whatever block rallocx starts from.
+TEST(Rallocx, UsableSizeIsNallocxForEverySizeAndAlignment) {
+  std::vector<size_t> targets = edge_sizes();
+  for (size_t s : {24ul, 48ul, 4095ul, 8192ul, 20480ul, 57344ul, 65536ul, 3 * kMiB}) targets.push_back(s);
+  size_t failures = 0;
+  for (size_t size : targets) {
+    for (int lg = 0; lg <= 21; lg++) {
+      const int flags = MALLOCX_LG_ALIGN(lg);
+      const size_t want = ductile_nallocx(size, flags);
+      void* m = ductile_mallocx(size, flags);
+      ASSERT_NE(m, nullptr);
+      if (ductile_sallocx(m, 0) != want && ++failures <= 20)
+        ADD_FAILURE() << "mallocx(" << size << ", lg " << lg << "): " << ductile_sallocx(m, 0) << " != " << want;
+      ductile_dallocx(m, 0);
+      for (size_t from : {1ul, 100ul, 4096ul, 20000ul, 65536ul, 3 * kMiB}) {
+        void* p = ductile_mallocx(from, 0);
+        ASSERT_NE(p, nullptr);
+        void* q = ductile_rallocx(p, size, flags);
+        ASSERT_NE(q, nullptr) << from << " -> " << size << " lg " << lg;
+        EXPECT_TRUE(is_aligned(addr(q), size_t{1} << lg));
+        if (ductile_sallocx(q, 0) != want && ++failures <= 20)
+          ADD_FAILURE() << "rallocx(" << from << " -> " << size << ", lg " << lg << "): " << ductile_sallocx(q, 0)
+                        << " != nallocx " << want;
+        ductile_dallocx(q, 0);
+      }
+    }
+  }
+  EXPECT_EQ(failures, 0u);
+}
+
+TEST(Rallocx, AnAlignmentAboveAPageLeavesTheSizeNallocxAnswers) {
+  // A 4 KiB slab object that happens to be 8 KiB aligned, asked for 4 KiB
+  // aligned to 8 KiB: mallocx would give a medium block (nallocx says so).
+  std::vector<void*> held;
+  void* p = nullptr;
+  for (int i = 0; i < 64 && p == nullptr; i++) {
+    void* b = ductile_mallocx(4096, 0);
+    if (is_aligned(addr(b), 8192)) p = b;
+    else held.push_back(b);
+  }
+  ASSERT_NE(p, nullptr);
+  void* q = ductile_rallocx(p, 4096, MALLOCX_LG_ALIGN(13));
+  ASSERT_NE(q, nullptr);
+  EXPECT_TRUE(is_aligned(addr(q), 8192));
+  EXPECT_EQ(ductile_sallocx(q, 0), ductile_nallocx(4096, MALLOCX_LG_ALIGN(13)));
+  ductile_dallocx(q, 0);
+  for (void* b : held) ductile_dallocx(b, 0);
+}
+
 // ---- xallocx -----------------------------------------------------------
 
 TEST(Xallocx, NeverMovesAndAnswersTheRealSize) {
@@ -309,7 +378,10 @@ TEST(Xallocx, HugeBlocksGrowInPlaceWithZeroedBytes) {
   // Where ductile differs from jemalloc on purpose: jemalloc answers the old size.
   // A new huge block on clean space has headroom as large as the block
   // (huge.h, span_for); one on recycled pages grows over the free pages
-  // behind it: either way, in place.
+  // behind it: either way, in place -- unless an active block sits right
+  // behind those pages (a medium block that an earlier test left in this
+  // thread's cache did): start from a trim, which hands cached blocks back.
+  ductile_trim();
   void* p = ductile_mallocx(4 * kMiB, 0);
   ASSERT_NE(p, nullptr);
   fill(p, 4 * kMiB, 2);
