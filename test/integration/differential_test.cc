@@ -414,6 +414,56 @@ TEST(Mallctl, ThreadCounterPointersStartAtTheCounters) {
   }).join();
 }
 
+// An arena of the program's own, and explicit thread caches, as programs
+// written for jemalloc use them.
+TEST(Mallctl, ArenasCreateAndMallocxArena) {
+  unsigned n0 = 0, a = 0, n1 = 0;
+  ASSERT_EQ(ctl_read("arenas.narenas", &n0), 0);
+  ASSERT_EQ(ctl_read("arenas.create", &a), 0);
+  EXPECT_EQ(a, n0);
+  ASSERT_EQ(ctl_read("arenas.narenas", &n1), 0);
+  EXPECT_EQ(n1, n0 + 1);
+  for (size_t size : sizes()) {
+    for (int flags : {MALLOCX_ARENA(a) | MALLOCX_TCACHE_NONE, MALLOCX_ARENA(a) | MALLOCX_TCACHE_NONE | MALLOCX_ZERO}) {
+      void* p = mallocx(size, flags);
+      ASSERT_NE(p, nullptr) << size;
+      EXPECT_EQ(sallocx(p, 0), nallocx(size, flags)) << size;
+      fill(p, size, 7);
+      void* q = rallocx(p, size + size / 2, flags);
+      ASSERT_NE(q, nullptr) << size;
+      EXPECT_TRUE(check(q, size, 7)) << size;
+      dallocx(q, flags);
+    }
+  }
+  const std::string purge = "arena." + std::to_string(a) + ".purge";
+  EXPECT_EQ(mallctl(purge.c_str(), nullptr, nullptr, nullptr, 0), 0);
+  std::thread([a, n1] {
+    unsigned v = a, old = 0, now = 0;
+    size_t len = sizeof old;
+    EXPECT_EQ(mallctl("thread.arena", &old, &len, &v, sizeof v), 0);
+    ASSERT_EQ(ctl_read("thread.arena", &now), 0);
+    EXPECT_EQ(now, a);
+    v = n1 + 100;
+    EXPECT_EQ(mallctl("thread.arena", nullptr, nullptr, &v, sizeof v), EFAULT);
+    void* p = malloc(100);
+    free(p);
+  }).join();
+}
+
+TEST(Mallctl, ExplicitThreadCaches) {
+  unsigned t = 0;
+  ASSERT_EQ(ctl_read("tcache.create", &t), 0);
+  for (size_t size : sizes()) {
+    void* p = mallocx(size, MALLOCX_TCACHE(t));
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(sallocx(p, 0), nallocx(size, 0));
+    dallocx(p, MALLOCX_TCACHE(t));
+  }
+  EXPECT_EQ(mallctl("tcache.flush", nullptr, nullptr, &t, sizeof t), 0);
+  EXPECT_EQ(mallctl("tcache.flush", nullptr, nullptr, nullptr, 0), EINVAL);  // no index
+  EXPECT_EQ(mallctl("tcache.destroy", nullptr, nullptr, &t, sizeof t), 0);
+}
+
 TEST(Mallctl, PurgeAndDecay) {
   std::vector<void*> v;
   for (int i = 0; i < 32; i++) v.push_back(mallocx(100000 + i * 8192, 0));

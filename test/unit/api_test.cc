@@ -858,7 +858,7 @@ TEST(Mallctl, UnknownNamesAreEnoent) {
   size_t v;
   for (const char* name :
        {"", "nope", "stats", "stats.", ".stats.allocated", "stats.allocated.more", "stats..allocated",
-        "version.x", "arena", "arena.0", "arena.1.purge", "arena.x.purge", "arena.-1.purge",
+        "version.x", "arena", "arena.0", "arena.4095.purge", "arena.x.purge", "arena.-1.purge",
         "arena.99999999999999999999999999.purge", "arena.0.nope", "opt.nope", "ductile.os.nope",
         "ductile.huge.growth.teleport", "a.b.c.d.e.f.g.h.i.j.k"}) {
     size_t len = sizeof v;
@@ -883,11 +883,132 @@ TEST(Mallctl, PurgeAndDecayGiveBackWhatIsRetained) {
 }
 
 TEST(Mallctl, ArenasAndConfig) {
-  EXPECT_EQ(read_ctl<unsigned>("arenas.narenas"), 1u);
+  EXPECT_GE(read_ctl<unsigned>("arenas.narenas"), 1u);  // and one more for each arenas.create
   EXPECT_EQ(read_ctl<unsigned>("opt.narenas"), 1u);
   EXPECT_EQ(read_ctl<size_t>("arenas.page"), kPage);
   EXPECT_EQ(read_ctl<bool>("config.stats"), kStats);
   EXPECT_EQ(read_ctl<bool>("config.debug"), kDebug);
+}
+
+// Programs written for jemalloc make arenas of their own and pass
+// MALLOCX_ARENA(a), often with MALLOCX_TCACHE_NONE, or make explicit thread
+// caches: all of it keeps working, served by the one arena.
+TEST(Mallctl, ArenasCreateGivesIndicesThatMallocxArenaTakes) {
+  const unsigned n0 = read_ctl<unsigned>("arenas.narenas");
+  unsigned a = read_ctl<unsigned>("arenas.create");
+  EXPECT_EQ(a, n0);
+  EXPECT_EQ(read_ctl<unsigned>("arenas.narenas"), a + 1);
+  EXPECT_EQ(read_ctl<unsigned>("opt.narenas"), 1u);
+  for (size_t size : edge_sizes()) {
+    for (int flags : {MALLOCX_ARENA(a), MALLOCX_ARENA(a) | MALLOCX_TCACHE_NONE,
+                      MALLOCX_ARENA(a) | MALLOCX_TCACHE_NONE | MALLOCX_ZERO | MALLOCX_LG_ALIGN(6)}) {
+      void* p = ductile_mallocx(size, flags);
+      ASSERT_NE(p, nullptr) << size;
+      EXPECT_EQ(ductile_sallocx(p, flags), ductile_nallocx(size, flags));
+      fill(p, size, 1);
+      void* q = ductile_rallocx(p, size * 2, flags);
+      ASSERT_NE(q, nullptr) << size;
+      EXPECT_TRUE(check(q, size, 1));
+      ductile_sdallocx(q, size * 2, flags);
+    }
+  }
+  // Its purge and decay, and binding a thread to it.
+  const std::string purge = "arena." + std::to_string(a) + ".purge";
+  EXPECT_EQ(ductile_mallctl(purge.c_str(), nullptr, nullptr, nullptr, 0), 0);
+  const std::string beyond = "arena." + std::to_string(a + 1) + ".purge";
+  EXPECT_EQ(ductile_mallctl(beyond.c_str(), nullptr, nullptr, nullptr, 0), ENOENT);
+  std::thread([a] {
+    EXPECT_EQ(read_ctl<unsigned>("thread.arena"), 0u);
+    unsigned old = 99;
+    size_t len = sizeof old;
+    unsigned v = a;
+    EXPECT_EQ(ductile_mallctl("thread.arena", &old, &len, &v, sizeof v), 0);
+    EXPECT_EQ(old, 0u);
+    EXPECT_EQ(read_ctl<unsigned>("thread.arena"), a);
+    v = a + 1;
+    EXPECT_EQ(ductile_mallctl("thread.arena", nullptr, nullptr, &v, sizeof v), EFAULT);
+    EXPECT_EQ(read_ctl<unsigned>("thread.arena"), a);
+  }).join();
+  // Default extent hooks (null) are taken; hooks of the program's own are not.
+  void* hooks = nullptr;
+  unsigned b = 0;
+  size_t len = sizeof b;
+  EXPECT_EQ(ductile_mallctl("arenas.create", &b, &len, &hooks, sizeof hooks), 0);
+  EXPECT_EQ(b, a + 1);
+  hooks = &b;
+  EXPECT_EQ(ductile_mallctl("arenas.create", &b, &len, &hooks, sizeof hooks), EPERM);
+  EXPECT_EQ(read_ctl<unsigned>("arenas.narenas"), a + 2);
+}
+
+TEST(Mallctl, ArenasCreateStopsAtTheLastIndexMallocxArenaHolds) {
+  // In a child: the indices it takes are gone for good.
+  EXPECT_EXIT(
+      {
+        unsigned a = 0;
+        size_t len = sizeof a;
+        int r;
+        while ((r = ductile_mallctl("arenas.create", &a, &len, nullptr, 0)) == 0) {
+        }
+        unsigned n = 0;
+        len = sizeof n;
+        ductile_mallctl("arenas.narenas", &n, &len, nullptr, 0);
+        void* p = ductile_mallocx(100, MALLOCX_ARENA(a) | MALLOCX_TCACHE_NONE);
+        // MALLOCX_ARENA(a) holds a + 1 in 12 bits; 4096 is MALLCTL_ARENAS_ALL.
+        _exit(r == EAGAIN && a == 4094 && n == 4095 && p != nullptr ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST(Mallctl, ExplicitThreadCaches) {
+  unsigned t = 0;
+  size_t len = sizeof t;
+  ASSERT_EQ(ductile_mallctl("tcache.create", &t, &len, nullptr, 0), 0);
+  unsigned t2 = read_ctl<unsigned>("tcache.create");
+  EXPECT_NE(t, t2);
+  for (size_t size : edge_sizes()) {
+    void* p = ductile_mallocx(size, MALLOCX_TCACHE(t));
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(ductile_sallocx(p, 0), ductile_nallocx(size, MALLOCX_TCACHE(t)));
+    ductile_dallocx(p, MALLOCX_TCACHE(t));
+  }
+  EXPECT_EQ(ductile_mallctl("tcache.flush", nullptr, nullptr, &t, sizeof t), 0);
+  EXPECT_EQ(ductile_mallctl("tcache.flush", nullptr, nullptr, nullptr, 0), EINVAL);  // no index
+  EXPECT_EQ(ductile_mallctl("tcache.flush", &t, &len, &t, sizeof t), EPERM);       // write-only
+  unsigned never = 5000;
+  EXPECT_EQ(ductile_mallctl("tcache.flush", nullptr, nullptr, &never, sizeof never), EFAULT);
+  EXPECT_EQ(ductile_mallctl("tcache.destroy", nullptr, nullptr, &t, sizeof t), 0);
+  EXPECT_EQ(ductile_mallctl("tcache.destroy", nullptr, nullptr, &t2, sizeof t2), 0);
+  // A destroyed index is handed out again.
+  EXPECT_EQ(read_ctl<unsigned>("tcache.create"), t < t2 ? t : t2);
+}
+
+// MALLOCX_TCACHE_NONE: neither taken from nor given to the thread cache.
+TEST(Mallocx, TcacheNoneBypassesTheThreadCache) {
+  for (size_t size : {16ul, 100ul, 4096ul, 40000ul}) {
+    // Give the thread's cache bin of this class something to hand out.
+    std::vector<void*> v;
+    for (int i = 0; i < 8; i++) v.push_back(ductile_malloc(size));
+    for (void* b : v) ductile_free(b);
+    small::ThreadCache* tc = core::own_cache();
+    ASSERT_NE(tc, nullptr);
+    const size_t cls = small::class_of(size);
+    const uint32_t count = tc->bins[cls].count;
+    ASSERT_GT(count, 0u) << size;
+    void* p = ductile_mallocx(size, MALLOCX_TCACHE_NONE);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(tc->bins[cls].count, count) << size;
+    for (uint32_t i = 0; i < tc->bins[cls].count; i++) EXPECT_NE(tc->bins[cls].items[i], p);
+    void* q = ductile_rallocx(p, size + 1, MALLOCX_TCACHE_NONE);
+    ASSERT_NE(q, nullptr);
+    EXPECT_EQ(tc->bins[cls].count, count) << size;
+    ductile_dallocx(q, MALLOCX_TCACHE_NONE);
+    EXPECT_EQ(tc->bins[cls].count, count) << size;
+    const size_t cls2 = small::class_of(size + 1);
+    for (uint32_t i = 0; i < tc->bins[cls2].count; i++) EXPECT_NE(tc->bins[cls2].items[i], q);
+    void* r = ductile_mallocx(size, MALLOCX_TCACHE_NONE);
+    ductile_sdallocx(r, size, MALLOCX_TCACHE_NONE);
+    EXPECT_EQ(tc->bins[cls].count, count) << size;
+  }
 }
 
 TEST(Mallctl, EveryOptionOfTheTableHasAnOptNode) {
@@ -998,7 +1119,7 @@ TEST(Mib, PartialMibsAndArenaIndices) {
   EXPECT_EQ(ductile_mallctlbymib(mib, 3, nullptr, nullptr, nullptr, 0), 0);
   mib[1] = MALLCTL_ARENAS_ALL;
   EXPECT_EQ(ductile_mallctlbymib(mib, 3, nullptr, nullptr, nullptr, 0), 0);
-  mib[1] = 7;
+  mib[1] = read_ctl<unsigned>("arenas.narenas");  // the first index not made yet
   EXPECT_EQ(ductile_mallctlbymib(mib, 3, nullptr, nullptr, nullptr, 0), ENOENT);
   mib[1] = 0;
   mib[2] = 999;
