@@ -2,8 +2,10 @@
 // core. The ductile_ names are the definitions; jemalloc's names are aliases.
 //
 // Flags, as jemalloc encodes them: bits 0-5 lg(alignment) (0: none), bit 6
-// MALLOCX_ZERO, bits 8-19 the thread cache (ignored: the calling thread's
-// cache is always used), bits 20 and up the arena + 1 (ignored: there is one).
+// MALLOCX_ZERO, bits 8-19 the thread cache (0: the calling thread's; 1:
+// MALLOCX_TCACHE_NONE, which bypasses it; t + 2: MALLOCX_TCACHE(t), which is
+// served by the calling thread's cache), bits 20 and up the arena + 1 (every
+// arena index is served by the one arena: see arenas.create in mallctl.cc).
 #include <errno.h>
 
 #include "core/runtime.h"
@@ -23,6 +25,8 @@ size_t align_of(int flags) {
   return lg == 0 ? 0 : size_t{1} << lg;
 }
 bool zero_of(int flags) { return (flags & kZero) != 0; }
+// MALLOCX_TCACHE_NONE: the tcache field is 1.
+bool uncached(int flags) { return ((flags >> 8) & 0xfff) == 1; }
 
 }  // namespace
 
@@ -31,12 +35,13 @@ extern "C" {
 DUCTILE_EXPORT void* ductile_mallocx(size_t size, int flags) noexcept {
   size_t align = align_of(flags);
   bool zero = zero_of(flags);
+  if (DUCTILE_UNLIKELY(uncached(flags))) return core::alloc_aligned_uncached(size, align == 0 ? 1 : align, zero);
   if (DUCTILE_LIKELY(align == 0 && !zero)) return core::alloc(size);
   return core::alloc_aligned(size, align == 0 ? 1 : align, zero);
 }
 
 DUCTILE_EXPORT void* ductile_rallocx(void* p, size_t size, int flags) noexcept {
-  return core::reallocate_aligned(p, size, align_of(flags), zero_of(flags));
+  return core::reallocate_aligned(p, size, align_of(flags), zero_of(flags), !uncached(flags));
 }
 
 DUCTILE_EXPORT size_t ductile_xallocx(void* p, size_t size, size_t extra, int flags) noexcept {
@@ -59,16 +64,15 @@ DUCTILE_EXPORT size_t ductile_sallocx(const void* p, int flags) noexcept {
 }
 
 DUCTILE_EXPORT void ductile_dallocx(void* p, int flags) noexcept {
-  (void)flags;
-  core::dealloc(p);
+  if (DUCTILE_UNLIKELY(uncached(flags))) core::dealloc_uncached(p);
+  else core::dealloc(p);
 }
 
 // The size is only a hint, and not used: the page map finds the block's
 // extent in O(1) anyway, and a wrong size must not corrupt anything.
 DUCTILE_EXPORT void ductile_sdallocx(void* p, size_t size, int flags) noexcept {
   (void)size;
-  (void)flags;
-  core::dealloc(p);
+  ductile_dallocx(p, flags);
 }
 
 DUCTILE_EXPORT size_t ductile_nallocx(size_t size, int flags) noexcept {

@@ -185,11 +185,6 @@ int ctl_trim(Req& r, const size_t*, size_t) {
 // thread.*: the calling thread's counters live in its cache.
 __thread uint64_t t_no_counter __attribute__((tls_model("initial-exec"))) = 0;
 
-small::ThreadCache* thread_cache() {
-  if (core::own_cache() == nullptr) core::dealloc(core::alloc(1));  // makes one if caches are on
-  return core::own_cache();
-}
-
 template <bool Allocated>
 int ctl_thread_counter(Req& r, const size_t*, size_t) {
   if (!kStats) return ENOENT;
@@ -202,7 +197,9 @@ template <bool Allocated>
 int ctl_thread_counter_ptr(Req& r, const size_t*, size_t) {
   if (!kStats) return ENOENT;
   if (writes(r)) return EPERM;
-  small::ThreadCache* tc = thread_cache();
+  // The counters live in the thread's cache: make it now (without counting
+  // an allocation of our own), so the pointer stays valid for the thread.
+  small::ThreadCache* tc = core::thread_cache();
   uint64_t* p = tc == nullptr ? &t_no_counter : Allocated ? &tc->allocated : &tc->deallocated;
   return read_value(r, p);
 }
@@ -215,9 +212,84 @@ int ctl_purge(Req& r, const size_t*, size_t) {
   return 0;
 }
 
-bool arena_index_ok(size_t i) { return i == 0 || i == kArenasAll; }
+// Arenas. ductile has one arena (with its sets of bins). arenas.create hands
+// out new indices, as jemalloc's does, so that programs that make an arena
+// of their own and pass MALLOCX_ARENA(a) keep working; every index is served
+// by the one arena. Extent hooks cannot be had: arenas.create with hooks is
+// EPERM. The indices fit MALLOCX_ARENA's 12 bits (index + 1, and 4096 is
+// MALLCTL_ARENAS_ALL); past the last one arenas.create is EAGAIN.
+constexpr unsigned kMaxArenas = 4095;
+std::atomic<unsigned> g_narenas{1};
+__thread unsigned t_arena __attribute__((tls_model("initial-exec"))) = 0;  // thread.arena
 
-int ctl_narenas(Req& r, const size_t*, size_t) { return read_only(r, 1u); }
+bool arena_index_ok(size_t i) { return i < g_narenas.load(std::memory_order_acquire) || i == kArenasAll; }
+
+int ctl_narenas(Req& r, const size_t*, size_t) { return read_only(r, g_narenas.load(std::memory_order_acquire)); }
+
+int ctl_arenas_create(Req& r, const size_t*, size_t) {
+  void* hooks = nullptr;  // jemalloc's extent_hooks_t *; null asks for the default ones
+  bool written;
+  if (int e = take_write(r, &hooks, &written)) return e;
+  if (hooks != nullptr) return EPERM;
+  unsigned n = g_narenas.load(std::memory_order_relaxed);
+  do {
+    if (n >= kMaxArenas) return EAGAIN;
+  } while (!g_narenas.compare_exchange_weak(n, n + 1, std::memory_order_acq_rel));
+  return read_value(r, n);
+}
+
+// The arena the calling thread is bound to: any existing index may be set
+// (EFAULT for one that does not exist, as jemalloc); all are the one arena.
+int ctl_thread_arena(Req& r, const size_t*, size_t) {
+  const unsigned old = t_arena;
+  unsigned v;
+  bool written;
+  if (int e = take_write(r, &v, &written)) return e;
+  if (written) {
+    if (v >= g_narenas.load(std::memory_order_acquire)) return EFAULT;
+    t_arena = v;
+  }
+  return read_value(r, old);
+}
+
+// Explicit thread caches (tcache.create, MALLOCX_TCACHE(t)): indices are
+// handed out and taken back as jemalloc's are, and a block allocated or freed
+// with MALLOCX_TCACHE(t) goes through the calling thread's own cache, so
+// tcache.flush and tcache.destroy flush that one. The indices fit
+// MALLOCX_TCACHE's 12 bits (index + 2).
+constexpr unsigned kMaxTcaches = 4094;
+std::atomic<uint64_t> g_tcaches[(kMaxTcaches + 63) / 64];  // bit set: created, not destroyed
+
+int ctl_tcache_create(Req& r, const size_t*, size_t) {
+  if (writes(r)) return EPERM;
+  for (unsigned w = 0; w < sizeof g_tcaches / sizeof g_tcaches[0]; w++) {
+    uint64_t bits = g_tcaches[w].load(std::memory_order_relaxed);
+    while (~bits != 0) {
+      const unsigned b = static_cast<unsigned>(__builtin_ctzll(~bits));
+      const unsigned index = w * 64 + b;
+      if (index >= kMaxTcaches) return EFAULT;  // as jemalloc, when none is left
+      if (g_tcaches[w].compare_exchange_weak(bits, bits | uint64_t{1} << b, std::memory_order_acq_rel))
+        return read_value(r, index);
+    }
+  }
+  return EFAULT;
+}
+
+// tcache.flush and tcache.destroy: write-only, an unsigned index (EINVAL
+// without one, as jemalloc; EFAULT for one that cannot exist, where
+// jemalloc does not check).
+template <bool Destroy>
+int ctl_tcache_flush(Req& r, const size_t*, size_t) {
+  if (r.oldp != nullptr || r.oldlenp != nullptr) return EPERM;
+  unsigned index = UINT_MAX;
+  bool written;
+  if (int e = take_write(r, &index, &written)) return e;
+  if (!written) return EINVAL;
+  if (index >= kMaxTcaches) return EFAULT;
+  core::flush_thread_cache();
+  if (Destroy) g_tcaches[index / 64].fetch_and(~(uint64_t{1} << (index % 64)), std::memory_order_acq_rel);
+  return 0;
+}
 int ctl_page(Req& r, const size_t*, size_t) { return read_only(r, kPage); }
 
 // Decay time as jemalloc's ssize_t milliseconds: -1 for "never".
@@ -296,6 +368,7 @@ constexpr Node kStatsKids[] = {
 };
 constexpr Node kThreadTcache[] = {LEAF("flush", ctl_purge)};
 constexpr Node kThread[] = {
+    LEAF("arena", ctl_thread_arena),
     LEAF("allocated", ctl_thread_counter<true>),
     LEAF("allocatedp", ctl_thread_counter_ptr<true>),
     LEAF("deallocated", ctl_thread_counter<false>),
@@ -304,8 +377,14 @@ constexpr Node kThread[] = {
 };
 constexpr Node kArenaI[] = {LEAF("purge", ctl_purge), LEAF("decay", ctl_purge)};
 constexpr Node kArenaIndexed = INNER(nullptr, kArenaI);
+constexpr Node kTcache[] = {
+    LEAF("create", ctl_tcache_create),
+    LEAF("flush", ctl_tcache_flush<false>),
+    LEAF("destroy", ctl_tcache_flush<true>),
+};
 constexpr Node kArenas[] = {
     LEAF("narenas", ctl_narenas),
+    LEAF("create", ctl_arenas_create),
     LEAF("page", ctl_page),
     LEAF("dirty_decay_ms", ctl_arenas_dirty_decay_ms),
 };
@@ -376,6 +455,7 @@ constexpr Node kRootKids[] = {
     LEAF("background_thread", ctl_background_thread),
     INNER("stats", kStatsKids),
     INNER("thread", kThread),
+    INNER("tcache", kTcache),
     INDEXED("arena", kArenaIndexed, arena_index_ok),
     INNER("arenas", kArenas),
     INNER("opt", kOpt),

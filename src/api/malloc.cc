@@ -67,8 +67,10 @@ DUCTILE_EXPORT void* ductile_aligned_alloc(size_t align, size_t size) noexcept {
 }
 
 DUCTILE_EXPORT void* ductile_memalign(size_t align, size_t size) noexcept {
-  // As glibc: an alignment that is not a power of two is rounded up to one.
-  if (align > (size_t{1} << 62)) {
+  // As glibc: an alignment that is not a power of two is rounded up to one;
+  // only one above 2^63, which has none to round up to, is EINVAL (2^63
+  // itself, or anything rounded up to it, cannot be met: ENOMEM).
+  if (align > SIZE_MAX / 2 + 1) {
     errno = EINVAL;
     return nullptr;
   }

@@ -217,15 +217,48 @@ size_t class_for(size_t size, size_t align) {
   return cls;
 }
 
+// thread.allocated / thread.deallocated for the paths that bypass the
+// thread cache's own counting: huge blocks, page-aligned medium blocks and
+// in-place resizes (counted as jemalloc does: the new size allocated, the
+// old one deallocated).
+void count_bytes(size_t allocated, size_t deallocated) {
+  if (!kStats) return;
+  if (ThreadCache* tc = own_cache()) {
+    tc->allocated += allocated;
+    tc->deallocated += deallocated;
+  }
+}
+
+// Where a request of `size` bytes aligned to `align` (a power of two, or 0/1
+// for none) is served, and the usable size it gets: alloc_impl serves it
+// there, nallocx answers `usable`, and rallocx leaves a block exactly so.
+struct Placement {
+  enum Kind : uint8_t { kClass, kAlignedMedium, kHuge } kind;
+  size_t cls;     // kClass and kAlignedMedium
+  size_t usable;
+};
+Placement place(size_t size, size_t align) {
+  if (size >= huge_threshold() || (align > kPage && size + align >= huge_threshold()))
+    return {Placement::kHuge, 0, huge::HugeLayer::size_for(size)};
+  if (align > kPage) {
+    // Slab objects are aligned to at most a page: a medium block, aligned by the chunk layer.
+    size_t cls = class_for(size > small::kMaxSmall ? size : small::kMaxSmall + 1, kPage);
+    return {Placement::kAlignedMedium, cls, small::class_size(cls)};
+  }
+  size_t cls = class_for(size, align);
+  return {Placement::kClass, cls, small::class_size(cls)};
+}
+
 // A slab region proved busy and asked for the prefault helper: start it here,
 // where this thread holds no lock (creating a thread allocates).
 DUCTILE_ALWAYS_INLINE void start_helper_if_asked() {
   if (DUCTILE_UNLIKELY(rt().prefault.start_pending())) (void)rt().prefault.start();
 }
 
-
-void* alloc_class(size_t cls, bool zero) {
-  ThreadCache* tc = cache();
+// `cached`: through the thread cache (false: MALLOCX_TCACHE_NONE, straight
+// from the bin or the chunk layer).
+void* alloc_class(size_t cls, bool zero, bool cached) {
+  ThreadCache* tc = cached ? cache() : nullptr;
   if (tc) {
     small::CacheBin& b = tc->bins[cls];
     if (b.count == 0 && small::is_small_class(cls)) {
@@ -242,29 +275,19 @@ void* alloc_class(size_t cls, bool zero) {
     if (small::is_small_class(cls)) return nullptr;  // the bin could not fill
   } else if (small::is_small_class(cls)) {
     void* p = nullptr;
-    if (rt().bins[0][cls].fill(&p, 1) == 0) return nullptr;
+    ThreadCache* own = own_cache();
+    if (rt().bins[own ? own->bin_set : 0][cls].fill(&p, 1) == 0) return nullptr;
     start_helper_if_asked();
+    count_bytes(small::class_size(cls), 0);
     if (zero) std::memset(p, 0, small::class_size(cls));
     return p;
   }
   void* p = medium_from_chunks(cls, kPage, zero);
-  if (p && tc && kStats) tc->allocated += small::class_size(cls);
+  if (p) count_bytes(small::class_size(cls), 0);
   return p;
 }
 
-// thread.allocated / thread.deallocated for the paths that bypass the
-// thread cache's own counting: huge blocks, page-aligned medium blocks and
-// in-place resizes (counted as jemalloc does: the new size allocated, the
-// old one deallocated).
-void count_bytes(size_t allocated, size_t deallocated) {
-  if (!kStats) return;
-  if (ThreadCache* tc = own_cache()) {
-    tc->allocated += allocated;
-    tc->deallocated += deallocated;
-  }
-}
-
-void* alloc_impl(size_t size, size_t align, bool zero) {
+void* alloc_impl(size_t size, size_t align, bool zero, bool cached = true) {
   if (DUCTILE_UNLIKELY(!ensure_ready())) {
     void* p = bootstrap_alloc(size);  // zeroed: static storage, never reused
     return p;
@@ -274,15 +297,15 @@ void* alloc_impl(size_t size, size_t align, bool zero) {
     return nullptr;
   }
   void* p;
-  if (size >= huge_threshold() || (align > kPage && size + align >= huge_threshold())) {
+  const Placement at = place(size, align);
+  if (at.kind == Placement::kHuge) {
     p = rt().huge.alloc(size, align, zero);
-    if (p) count_bytes(huge::HugeLayer::size_for(size), 0);
-  } else if (align > kPage) {
-    size_t cls = class_for(size > small::kMaxSmall ? size : small::kMaxSmall + 1, kPage);
-    p = medium_from_chunks(cls, align, zero);
-    if (p) count_bytes(small::class_size(cls), 0);
+    if (p) count_bytes(at.usable, 0);
+  } else if (at.kind == Placement::kAlignedMedium) {
+    p = medium_from_chunks(at.cls, align, zero);
+    if (p) count_bytes(at.usable, 0);
   } else {
-    p = alloc_class(class_for(size, align), zero);
+    p = alloc_class(at.cls, zero, cached);
   }
   if (DUCTILE_UNLIKELY(p == nullptr)) errno = ENOMEM;
   wake_background_if_rung();
@@ -307,10 +330,12 @@ ThreadCache* cache_for_free() {
 
 // A freed small or medium block goes into the calling thread's cache (a full
 // cache bin first gives back its older half); without a cache, straight back.
-void cache_push(void* p, Extent* e) {
+// `cached` false (MALLOCX_TCACHE_NONE): straight back in any case.
+void cache_push(void* p, Extent* e, bool cached) {
   size_t cls = e->size_class;
-  ThreadCache* tc = cache_for_free();
+  ThreadCache* tc = cached ? cache_for_free() : nullptr;
   if (tc == nullptr) {
+    count_bytes(0, small::class_size(cls));
     if (small::is_small_class(cls)) small::Bin::flush_to_owners(rt().chunks, &p, 1);
     else rt().chunks.free(e);
     return;
@@ -321,14 +346,14 @@ void cache_push(void* p, Extent* e) {
   b.items[b.count++] = p;
 }
 
-void dealloc_extent(void* p, Extent* e) {
+void dealloc_extent(void* p, Extent* e, bool cached = true) {
   switch (e->kind) {
     case ExtentKind::kSlab:
-      cache_push(p, e);
+      cache_push(p, e, cached);
       return;
     case ExtentKind::kMedium:
       if (DUCTILE_UNLIKELY(addr(p) != e->base)) return;  // not a block start: not ours to free
-      cache_push(p, e);
+      cache_push(p, e, cached);
       return;
     case ExtentKind::kHuge:
       if (DUCTILE_UNLIKELY(addr(p) != e->base)) return;
@@ -500,10 +525,7 @@ size_t usable_size(const void* p) noexcept {
 
 size_t usable_size_for(size_t size, size_t align) noexcept {
   if (!ensure_ready() || size > static_cast<size_t>(PTRDIFF_MAX) || !is_pow2(align)) return 0;
-  if (size >= huge_threshold() || (align > kPage && size + align >= huge_threshold()))
-    return huge::HugeLayer::size_for(size);
-  if (align > kPage) return small::class_size(class_for(size > small::kMaxSmall ? size : small::kMaxSmall + 1, kPage));
-  return small::class_size(class_for(size, align));
+  return place(size, align).usable;
 }
 
 size_t resize_in_place(void* p, size_t size, bool zero) noexcept {
@@ -534,14 +556,17 @@ size_t resize_in_place(void* p, size_t size, bool zero) noexcept {
   return old;  // small blocks, and moves between ranges, cannot be done in place
 }
 
-void* reallocate(void* p, size_t size) noexcept { return reallocate_aligned(p, size, 0, false); }
+namespace {
 
-void* reallocate_aligned(void* p, size_t size, size_t align, bool zero) noexcept {
+// realloc (`exact` false) and rallocx (`exact` true, where the block is left
+// with exactly the usable size nallocx(size, flags) answers: a shrinking
+// medium block shrinks in place or moves, as in jemalloc).
+void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact, bool cached) {
   if (align != 0 && !is_pow2(align)) {
     errno = EINVAL;
     return nullptr;
   }
-  if (p == nullptr) return alloc_impl(size, align, zero);
+  if (p == nullptr) return alloc_impl(size, align, zero, cached);
   if (DUCTILE_UNLIKELY(size > static_cast<size_t>(PTRDIFF_MAX))) {
     errno = ENOMEM;
     return nullptr;
@@ -550,7 +575,7 @@ void* reallocate_aligned(void* p, size_t size, size_t align, bool zero) noexcept
   // the class, or move through the inline malloc and free -- a thread-cache
   // pop and push -- without the extent (realloc-heavy code grows small
   // strings and vectors this way all the time).
-  if (align == 0 && !zero) {
+  if (align == 0 && !zero && cached) {
     const size_t cls = size_t{chunk::PageMap::entry_tag(rt().chunks.lookup_entry(p))} - 1;
     if (cls < small::kNumSmall) {
       const size_t old = small::class_size(cls);
@@ -580,20 +605,63 @@ void* reallocate_aligned(void* p, size_t size, size_t align, bool zero) noexcept
       return q;
     }
     bool aligned = align <= small::kMinAlign || is_aligned(addr(p), align);
-    // Same class, or a smaller one not worth moving for: stay.
-    if (aligned && size <= old &&
-        (e->kind == ExtentKind::kSlab ? small::class_of(size) == e->size_class
-                                      : size > old / 2 && e->kind != ExtentKind::kHuge))
-      return p;
-    if (aligned && e->kind == ExtentKind::kMedium && size > small::kMaxSmall && size < huge_threshold() &&
-        resize_in_place(p, size, zero) >= size)
-      return p;
+    if (exact) {
+      // Stay only as what a new block would be: the same class, or a medium
+      // block resized in place to it.
+      const Placement at = place(size, align);
+      if (aligned && at.kind != Placement::kHuge && at.cls == e->size_class && e->kind != ExtentKind::kHuge)
+        return p;
+      if (aligned && e->kind == ExtentKind::kMedium && at.kind != Placement::kHuge &&
+          !small::is_small_class(at.cls) && resize_in_place(p, at.usable, zero) == at.usable)
+        return p;
+    } else {
+      // Same class, or a smaller one not worth moving for: stay.
+      if (aligned && size <= old &&
+          (e->kind == ExtentKind::kSlab ? small::class_of(size) == e->size_class
+                                        : size > old / 2 && e->kind != ExtentKind::kHuge))
+        return p;
+      if (aligned && e->kind == ExtentKind::kMedium && size > small::kMaxSmall && size < huge_threshold() &&
+          resize_in_place(p, size, zero) >= size)
+        return p;
+    }
   }
-  void* q = alloc_impl(size, align, zero);
+  void* q = alloc_impl(size, align, zero, cached);
   if (q == nullptr) return nullptr;  // the old block is intact
   std::memcpy(q, p, old < size ? old : size);
-  if (e) dealloc_extent(p, e);
+  if (e) dealloc_extent(p, e, cached);
   return q;
+}
+
+}  // namespace
+
+void* reallocate(void* p, size_t size) noexcept { return reallocate_impl(p, size, 0, false, false, true); }
+
+void* reallocate_aligned(void* p, size_t size, size_t align, bool zero, bool cached) noexcept {
+  return reallocate_impl(p, size, align, zero, true, cached);
+}
+
+void* alloc_aligned_uncached(size_t size, size_t align, bool zero) noexcept {
+  if (!is_pow2(align)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return alloc_impl(size, align, zero, false);
+}
+
+void dealloc_uncached(void* p) noexcept {
+  if (p == nullptr || is_bootstrap(p)) return;
+  Extent* e = owner_of(p);
+  if (e != nullptr) dealloc_extent(p, e, false);
+}
+
+small::ThreadCache* thread_cache() noexcept {
+  if (!ensure_ready()) return nullptr;
+  return cache();
+}
+
+void flush_thread_cache() noexcept {
+  if (!g_ready.load(std::memory_order_acquire)) return;
+  if (ThreadCache* tc = own_cache()) flush_all(tc, false);
 }
 
 size_t trim() noexcept {

@@ -89,12 +89,22 @@ void* alloc_slow(size_t size) noexcept;
 void dealloc_slow(void* p) noexcept;
 // `align`: a power of two; `zero`: the block reads as zeroes.
 void* alloc_aligned(size_t size, size_t align, bool zero) noexcept;
+// MALLOCX_TCACHE_NONE: as alloc_aligned and free, but the block neither comes
+// from nor goes to the thread cache (straight from and back to its bin or
+// the chunk layer).
+void* alloc_aligned_uncached(size_t size, size_t align, bool zero) noexcept;
+void dealloc_uncached(void* p) noexcept;
 // realloc semantics, except that size 0 is served as a minimal block (the API
 // layer decides what realloc(p, 0) means).
 void* reallocate(void* p, size_t size) noexcept;
 // rallocx semantics: may move; the result is `align`-aligned (0: no
-// requirement); with `zero`, bytes past the old usable size read as zero.
-void* reallocate_aligned(void* p, size_t size, size_t align, bool zero) noexcept;
+// requirement) and its usable size is exactly usable_size_for(size, align),
+// shrinking included; with `zero`, bytes past the old usable size read as
+// zero; `cached` false bypasses the thread cache (MALLOCX_TCACHE_NONE).
+void* reallocate_aligned(void* p, size_t size, size_t align, bool zero, bool cached = true) noexcept;
+// The calling thread's cache, made now if it has none yet; nullptr where it
+// cannot have one (tcache:false, or while it exits). Allocates nothing.
+small::ThreadCache* thread_cache() noexcept;
 // The active extent of ours that holds p (a block's extent), or nullptr.
 chunk::Extent* owner_of(const void* p) noexcept;
 // The usable size of the block whose extent is e.
@@ -105,6 +115,8 @@ size_t usable_size(const void* p) noexcept;
 size_t usable_size_for(size_t size, size_t align) noexcept;
 // Grows or shrinks in place only (xallocx): returns the usable size after.
 size_t resize_in_place(void* p, size_t size, bool zero) noexcept;
+// Gives the calling thread's cached blocks back to their bins (tcache.flush).
+void flush_thread_cache() noexcept;
 // Flushes the calling thread's cache, releases every empty slab and purges
 // every retained extent. Returns the bytes purged.
 size_t trim() noexcept;

@@ -21,6 +21,7 @@ constexpr bool kDuctile = true;
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -182,6 +183,32 @@ TEST(Rallocx, FailureLeavesTheBlockIntact) {
     EXPECT_TRUE(check(p, size, 3));
     dallocx(p, 0);
   }
+}
+
+// jemalloc(3): rallocx leaves the block with the usable size nallocx(size,
+// flags) answers -- when it shrinks too, and with an alignment.
+TEST(Rallocx, UsableSizeIsNallocxShrinkingAndAligned) {
+  const size_t froms[] = {1, 100, 4096, 20000, 65536, 1 * kMiB, 3 * kMiB};
+  for (size_t size : sizes()) {
+    for (int lg = 0; lg <= 21; lg++) {
+      const int flags = MALLOCX_LG_ALIGN(lg);
+      for (size_t from : froms) {
+        void* p = mallocx(from, 0);
+        ASSERT_NE(p, nullptr);
+        fill(p, from, 5);
+        void* q = rallocx(p, size, flags);
+        ASSERT_NE(q, nullptr) << from << " -> " << size << " lg " << lg;
+        EXPECT_TRUE(aligned(q, size_t{1} << lg));
+        EXPECT_EQ(sallocx(q, 0), nallocx(size, flags)) << from << " -> " << size << " lg " << lg;
+        EXPECT_TRUE(check(q, from < size ? from : size, 5));
+        dallocx(q, 0);
+      }
+    }
+  }
+  void* p = mallocx(65536, 0);
+  p = rallocx(p, 57344, 0);
+  EXPECT_EQ(sallocx(p, 0), 57344u);
+  dallocx(p, 0);
 }
 
 TEST(Xallocx, NeverMovesAndAnswersTheRealSize) {
@@ -364,6 +391,77 @@ TEST(Mallctl, ThreadCounters) {
   void* p = mallocx(4000, 0);
   EXPECT_GE(*ap - before, 4000u);
   dallocx(p, 0);
+}
+
+TEST(Mallctl, ThreadCounterPointersStartAtTheCounters) {
+  bool stats = false;
+  ASSERT_EQ(ctl_read("config.stats", &stats), 0);
+  if (!stats) GTEST_SKIP() << "built without statistics";
+  std::thread([] {
+    uint64_t a0 = 0, d0 = 0, a1 = 0, d1 = 0;
+    ASSERT_EQ(ctl_read("thread.allocated", &a0), 0);
+    ASSERT_EQ(ctl_read("thread.deallocated", &d0), 0);
+    uint64_t* ap = nullptr;
+    uint64_t* dp = nullptr;
+    ASSERT_EQ(ctl_read("thread.allocatedp", &ap), 0);
+    ASSERT_EQ(ctl_read("thread.deallocatedp", &dp), 0);
+    EXPECT_EQ(*ap, a0);
+    EXPECT_EQ(*dp, d0);
+    ASSERT_EQ(ctl_read("thread.allocated", &a1), 0);
+    ASSERT_EQ(ctl_read("thread.deallocated", &d1), 0);
+    EXPECT_EQ(*ap, a1);
+    EXPECT_EQ(*dp, d1);
+  }).join();
+}
+
+// An arena of the program's own, and explicit thread caches, as programs
+// written for jemalloc use them.
+TEST(Mallctl, ArenasCreateAndMallocxArena) {
+  unsigned n0 = 0, a = 0, n1 = 0;
+  ASSERT_EQ(ctl_read("arenas.narenas", &n0), 0);
+  ASSERT_EQ(ctl_read("arenas.create", &a), 0);
+  EXPECT_EQ(a, n0);
+  ASSERT_EQ(ctl_read("arenas.narenas", &n1), 0);
+  EXPECT_EQ(n1, n0 + 1);
+  for (size_t size : sizes()) {
+    for (int flags : {MALLOCX_ARENA(a) | MALLOCX_TCACHE_NONE, MALLOCX_ARENA(a) | MALLOCX_TCACHE_NONE | MALLOCX_ZERO}) {
+      void* p = mallocx(size, flags);
+      ASSERT_NE(p, nullptr) << size;
+      EXPECT_EQ(sallocx(p, 0), nallocx(size, flags)) << size;
+      fill(p, size, 7);
+      void* q = rallocx(p, size + size / 2, flags);
+      ASSERT_NE(q, nullptr) << size;
+      EXPECT_TRUE(check(q, size, 7)) << size;
+      dallocx(q, flags);
+    }
+  }
+  const std::string purge = "arena." + std::to_string(a) + ".purge";
+  EXPECT_EQ(mallctl(purge.c_str(), nullptr, nullptr, nullptr, 0), 0);
+  std::thread([a, n1] {
+    unsigned v = a, old = 0, now = 0;
+    size_t len = sizeof old;
+    EXPECT_EQ(mallctl("thread.arena", &old, &len, &v, sizeof v), 0);
+    ASSERT_EQ(ctl_read("thread.arena", &now), 0);
+    EXPECT_EQ(now, a);
+    v = n1 + 100;
+    EXPECT_EQ(mallctl("thread.arena", nullptr, nullptr, &v, sizeof v), EFAULT);
+    void* p = malloc(100);
+    free(p);
+  }).join();
+}
+
+TEST(Mallctl, ExplicitThreadCaches) {
+  unsigned t = 0;
+  ASSERT_EQ(ctl_read("tcache.create", &t), 0);
+  for (size_t size : sizes()) {
+    void* p = mallocx(size, MALLOCX_TCACHE(t));
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(sallocx(p, 0), nallocx(size, 0));
+    dallocx(p, MALLOCX_TCACHE(t));
+  }
+  EXPECT_EQ(mallctl("tcache.flush", nullptr, nullptr, &t, sizeof t), 0);
+  EXPECT_EQ(mallctl("tcache.flush", nullptr, nullptr, nullptr, 0), EINVAL);  // no index
+  EXPECT_EQ(mallctl("tcache.destroy", nullptr, nullptr, &t, sizeof t), 0);
 }
 
 TEST(Mallctl, PurgeAndDecay) {

@@ -5,12 +5,16 @@
 // test process, and the internals are at hand to check answers against.
 #include <dlfcn.h>
 #include <errno.h>
+#include <malloc.h>
 #include <sys/types.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -30,6 +34,14 @@ template <typename F>
 F from_libc(const char* name) {
   return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
 }
+// glibc's functions themselves, for the tests that compare with them.
+void* (*const glibc_malloc)(size_t) = from_libc<void* (*)(size_t)>("__libc_malloc");
+void* (*const glibc_calloc)(size_t, size_t) = from_libc<void* (*)(size_t, size_t)>("__libc_calloc");
+void* (*const glibc_realloc)(void*, size_t) = from_libc<void* (*)(void*, size_t)>("__libc_realloc");
+void (*const glibc_free)(void*) = from_libc<void (*)(void*)>("__libc_free");
+void* (*const glibc_memalign)(size_t, size_t) = from_libc<void* (*)(size_t, size_t)>("__libc_memalign");
+void* (*const glibc_valloc)(size_t) = from_libc<void* (*)(size_t)>("__libc_valloc");
+void* (*const glibc_pvalloc)(size_t) = from_libc<void* (*)(size_t)>("__libc_pvalloc");
 
 namespace ductile {
 namespace {
@@ -243,6 +255,75 @@ TEST(Rallocx, FailureLeavesTheBlockIntact) {
   }
 }
 
+// jemalloc(3): rallocx "resizes the allocation at ptr to be at least size
+// bytes", and its usable size is then what nallocx(size, flags) answers --
+// shrinking included (jemalloc: 65536 -> 57344 leaves 57344).
+TEST(Rallocx, ShrinkingLeavesTheNewSizesClass) {
+  const size_t cases[][2] = {{65536, 57344}, {65536, 40000}, {kMiB, 20000}, {kMiB, 600000},
+                             {300, 100},     {20000, 17000}, {5 * kMiB, 3 * kMiB}};
+  for (auto [from, to] : cases) {
+    void* p = ductile_mallocx(from, 0);
+    ASSERT_NE(p, nullptr);
+    fill(p, from, 3);
+    void* q = ductile_rallocx(p, to, 0);
+    ASSERT_NE(q, nullptr) << from << " -> " << to;
+    EXPECT_EQ(ductile_sallocx(q, 0), ductile_nallocx(to, 0)) << from << " -> " << to;
+    EXPECT_TRUE(check(q, to, 3)) << from << " -> " << to;
+    ductile_dallocx(q, 0);
+  }
+}
+
+// nallocx(size, flags) is sallocx of what mallocx(size, flags) and
+// rallocx(p, size, flags) return, for every size range and alignment and
+// whatever block rallocx starts from.
+TEST(Rallocx, UsableSizeIsNallocxForEverySizeAndAlignment) {
+  std::vector<size_t> targets = edge_sizes();
+  for (size_t s : {24ul, 48ul, 4095ul, 8192ul, 20480ul, 57344ul, 65536ul, 3 * kMiB}) targets.push_back(s);
+  size_t failures = 0;
+  for (size_t size : targets) {
+    for (int lg = 0; lg <= 21; lg++) {
+      const int flags = MALLOCX_LG_ALIGN(lg);
+      const size_t want = ductile_nallocx(size, flags);
+      void* m = ductile_mallocx(size, flags);
+      ASSERT_NE(m, nullptr);
+      if (ductile_sallocx(m, 0) != want && ++failures <= 20)
+        ADD_FAILURE() << "mallocx(" << size << ", lg " << lg << "): " << ductile_sallocx(m, 0) << " != " << want;
+      ductile_dallocx(m, 0);
+      for (size_t from : {1ul, 100ul, 4096ul, 20000ul, 65536ul, 3 * kMiB}) {
+        void* p = ductile_mallocx(from, 0);
+        ASSERT_NE(p, nullptr);
+        void* q = ductile_rallocx(p, size, flags);
+        ASSERT_NE(q, nullptr) << from << " -> " << size << " lg " << lg;
+        EXPECT_TRUE(is_aligned(addr(q), size_t{1} << lg));
+        if (ductile_sallocx(q, 0) != want && ++failures <= 20)
+          ADD_FAILURE() << "rallocx(" << from << " -> " << size << ", lg " << lg << "): " << ductile_sallocx(q, 0)
+                        << " != nallocx " << want;
+        ductile_dallocx(q, 0);
+      }
+    }
+  }
+  EXPECT_EQ(failures, 0u);
+}
+
+TEST(Rallocx, AnAlignmentAboveAPageLeavesTheSizeNallocxAnswers) {
+  // A 4 KiB slab object that happens to be 8 KiB aligned, asked for 4 KiB
+  // aligned to 8 KiB: mallocx would give a medium block (nallocx says so).
+  std::vector<void*> held;
+  void* p = nullptr;
+  for (int i = 0; i < 64 && p == nullptr; i++) {
+    void* b = ductile_mallocx(4096, 0);
+    if (is_aligned(addr(b), 8192)) p = b;
+    else held.push_back(b);
+  }
+  ASSERT_NE(p, nullptr);
+  void* q = ductile_rallocx(p, 4096, MALLOCX_LG_ALIGN(13));
+  ASSERT_NE(q, nullptr);
+  EXPECT_TRUE(is_aligned(addr(q), 8192));
+  EXPECT_EQ(ductile_sallocx(q, 0), ductile_nallocx(4096, MALLOCX_LG_ALIGN(13)));
+  ductile_dallocx(q, 0);
+  for (void* b : held) ductile_dallocx(b, 0);
+}
+
 // ---- xallocx -----------------------------------------------------------
 
 TEST(Xallocx, NeverMovesAndAnswersTheRealSize) {
@@ -304,7 +385,10 @@ TEST(Xallocx, HugeBlocksGrowInPlaceWithZeroedBytes) {
   // Where ductile differs from jemalloc on purpose: jemalloc answers the old size.
   // A new huge block on clean space has headroom as large as the block
   // (huge.h, span_for); one on recycled pages grows over the free pages
-  // behind it: either way, in place.
+  // behind it: either way, in place -- unless an active block sits right
+  // behind those pages (a medium block that an earlier test left in this
+  // thread's cache did): start from a trim, which hands cached blocks back.
+  ductile_trim();
   void* p = ductile_mallocx(4 * kMiB, 0);
   ASSERT_NE(p, nullptr);
   fill(p, 4 * kMiB, 2);
@@ -412,9 +496,9 @@ TEST(MallocFamily, FreeNullAndDallocxOfForeignPointers) {
 TEST(MallocFamily, ReallocToZeroMatchesGlibc) {
   // glibc: realloc(p, 0) frees p and returns NULL without touching errno;
   // realloc(NULL, 0) is malloc(0): a unique, freeable pointer.
-  auto libc_malloc = from_libc<void* (*)(size_t)>("__libc_malloc");
-  auto libc_realloc = from_libc<void* (*)(void*, size_t)>("__libc_realloc");
-  auto libc_free = from_libc<void (*)(void*)>("__libc_free");
+  auto libc_malloc = glibc_malloc;
+  auto libc_realloc = glibc_realloc;
+  auto libc_free = glibc_free;
   ASSERT_TRUE(libc_malloc && libc_realloc && libc_free);
   ASSERT_NE(reinterpret_cast<void*>(libc_malloc), reinterpret_cast<void*>(&ductile_malloc));
   void* g = libc_malloc(10);
@@ -455,6 +539,205 @@ TEST(MallocFamily, OverflowingAndMisalignedRequests) {
   ASSERT_NE(a, nullptr);
   EXPECT_TRUE(is_aligned(addr(a), kMiB));
   free(a);
+}
+
+// ---- the ABI's alignment ------------------------------------------------
+
+// The x86-64 ABI gives malloc'd memory alignof(max_align_t) = 16 bytes, and
+// GCC may store to it with aligned 16-byte SSE moves: every block of 16
+// bytes or more must be 16-aligned; only a smaller one may be 8-aligned.
+// Every peer (glibc, jemalloc, mimalloc, tcmalloc) returns 16 from 16 bytes on.
+constexpr size_t kAbiAlign = alignof(max_align_t);
+static_assert(kAbiAlign == 16, "the x86-64 ABI");
+
+// "" when p is a block of at least size bytes aligned as the ABI asks, else
+// what is wrong with it.
+std::string abi_violation(const char* what, const void* p, size_t size) {
+  const size_t want = size >= kAbiAlign ? kAbiAlign : 8;
+  std::string why;
+  if (p == nullptr) why = "null";
+  else if (!is_aligned(addr(p), want)) why = "aligned to " + std::to_string(addr(p) & (~addr(p) + 1)) + " only";
+  else if (ductile_malloc_usable_size(const_cast<void*>(p)) < size) why = "usable size too small";
+  return why.empty() ? why : std::string(what) + "(" + std::to_string(size) + "): " + why;
+}
+
+TEST(AbiAlignment, EverySizeToOneMiBThroughEveryEntryPoint) {
+  // Every size through malloc, mallocx and realloc (grown one byte at a
+  // time); every size to 16 KiB, then every 509th, through the ones that
+  // write the block (calloc, operator new).
+  size_t failures = 0;
+  auto expect = [&](const char* what, const void* p, size_t size) {
+    std::string why = abi_violation(what, p, size);
+    if (!why.empty() && ++failures <= 20) ADD_FAILURE() << why;
+  };
+  void* grown = nullptr;
+  for (size_t size = 1; size <= kMiB + 64; size++) {
+    void* p = malloc(opaque(size));
+    expect("malloc", p, size);
+    free(p);
+    p = mallocx(size, 0);
+    expect("mallocx", p, size);
+    dallocx(p, 0);
+    grown = realloc(grown, size);
+    expect("realloc", grown, size);
+    if (size <= 16384 || size % 509 == 0) {
+      p = calloc(1, opaque(size));
+      expect("calloc", p, size);
+      free(p);
+      p = calloc(opaque(size), 1);
+      expect("calloc(n, 1)", p, size);
+      free(p);
+      p = ::operator new(size);
+      expect("operator new", p, size);
+      ::operator delete(p);
+      p = ::operator new[](size, std::nothrow);
+      expect("operator new[] nothrow", p, size);
+      ::operator delete[](p);
+      p = mallocx(size, MALLOCX_ZERO);
+      expect("mallocx zero", p, size);
+      dallocx(p, 0);
+    }
+  }
+  // And shrunk one byte at a time (a block may stay in place).
+  for (size_t size = 4096; size >= 1; size--) {
+    grown = realloc(grown, size);
+    expect("realloc shrinking", grown, size);
+  }
+  free(grown);
+  EXPECT_EQ(failures, 0u);
+}
+
+TEST(AbiAlignment, SmallAlignmentsGiveAtLeastTheAbiAlignment) {
+  // An alignment below 16 asks for less than malloc gives, never for less
+  // than the ABI.
+  size_t failures = 0;
+  auto expect = [&](const char* what, const void* p, size_t size) {
+    std::string why = abi_violation(what, p, size);
+    if (!why.empty() && ++failures <= 20) ADD_FAILURE() << why;
+  };
+  for (size_t size = 1; size <= 8192; size++) {
+    for (size_t align : {1, 2, 4, 8}) {
+      void* p = memalign(align, opaque(size));
+      expect("memalign", p, size);
+      free(p);
+      p = aligned_alloc(align, opaque(size));
+      expect("aligned_alloc", p, size);
+      free(p);
+      p = mallocx(size, MALLOCX_ALIGN(align));
+      expect("mallocx align", p, size);
+      dallocx(p, 0);
+    }
+    void* q = nullptr;
+    ASSERT_EQ(posix_memalign(&q, 8, opaque(size)), 0);
+    expect("posix_memalign", q, size);
+    free(q);
+  }
+  EXPECT_EQ(failures, 0u);
+}
+
+TEST(AbiAlignment, EveryClassOfSixteenBytesOrMoreIsAMultipleOfSixteen) {
+  EXPECT_EQ(small::class_size(0), 8u);  // sizes 1..8: 8 bytes, 8-aligned
+  for (size_t c = 1; c < small::kNumClasses; c++)
+    EXPECT_EQ(small::class_size(c) % kAbiAlign, 0u) << small::class_size(c);
+}
+
+// What glibc's own tests check of every allocator: a request that cannot be
+// met fails with NULL and ENOMEM, never crashes or wraps round.
+TEST(MallocFamily, TooLargeRequestsFailWithEnomemAsInGlibc) {
+  const size_t huge_sizes[] = {SIZE_MAX,      SIZE_MAX - 1,  SIZE_MAX - 15,     SIZE_MAX - kPage,
+                               kMaxSize + 1,  kMaxSize,      kMaxSize - kPage,  SIZE_MAX / 2 + 17};
+  void* live = malloc(10);
+  for (size_t size : huge_sizes) {
+    auto expect_enomem = [&](const char* what, void* p, void* glibc) {
+      int e = errno;
+      EXPECT_EQ(p, nullptr) << what << "(" << size << ")";
+      EXPECT_EQ(glibc, nullptr) << what << "(" << size << ") under glibc";
+      EXPECT_EQ(e, ENOMEM) << what << "(" << size << ")";
+    };
+    void* g;
+    errno = 0;
+    g = glibc_malloc(opaque(size));
+    errno = 0;
+    expect_enomem("malloc", malloc(opaque(size)), g);
+    g = glibc_calloc(1, opaque(size));
+    errno = 0;
+    expect_enomem("calloc(1, n)", calloc(1, opaque(size)), g);
+    g = glibc_calloc(opaque(size), 1);
+    errno = 0;
+    expect_enomem("calloc(n, 1)", calloc(opaque(size), 1), g);
+    void* gl = glibc_malloc(10);
+    g = glibc_realloc(gl, opaque(size));
+    glibc_free(gl);
+    errno = 0;
+    expect_enomem("realloc", realloc(live, opaque(size)), g);
+    for (size_t align : {size_t{16}, kPage, size_t{1} << 21}) {
+      g = glibc_memalign(align, opaque(size));
+      errno = 0;
+      expect_enomem("memalign", memalign(align, opaque(size)), g);
+      errno = 0;
+      expect_enomem("aligned_alloc", aligned_alloc(align, opaque(size)), nullptr);
+      // posix_memalign reports through its result and leaves errno alone
+      // (POSIX; glibc also sets errno) and *memptr too.
+      void* out = &live;
+      errno = 1234;
+      EXPECT_EQ(posix_memalign(&out, align, opaque(size)), ENOMEM) << size;
+      EXPECT_EQ(errno, 1234) << size;
+      EXPECT_EQ(out, &live) << size;
+    }
+    g = glibc_valloc(opaque(size));
+    errno = 0;
+    expect_enomem("valloc", valloc(opaque(size)), g);
+    g = glibc_pvalloc(opaque(size));
+    errno = 0;
+    expect_enomem("pvalloc", pvalloc(opaque(size)), g);
+    errno = 0;
+    expect_enomem("mallocx", mallocx(size, 0), nullptr);
+    errno = 0;
+    expect_enomem("mallocx zero", mallocx(size, MALLOCX_ZERO), nullptr);
+    errno = 0;
+    expect_enomem("mallocx aligned", mallocx(size, MALLOCX_LG_ALIGN(12)), nullptr);
+    errno = 0;
+    expect_enomem("rallocx", rallocx(live, size, 0), nullptr);
+    errno = 0;
+    expect_enomem("reallocarray", reallocarray(live, opaque(size), 1), nullptr);
+  }
+  // The block survived every failed resize.
+  EXPECT_GE(malloc_usable_size(live), 10u);
+  free(live);
+}
+
+// Alignments too large to meet, as glibc answers them (2.36; the same
+// calls without ductile): memalign and aligned_alloc fail with EINVAL only
+// above 2^63 (SIZE_MAX / 2 + 1) and otherwise round the alignment up to a
+// power of two and fail with ENOMEM; posix_memalign returns EINVAL for
+// anything but a power of two and ENOMEM for one it cannot meet, and leaves
+// errno alone. (Alignments from 2^48, past any user address, so that none
+// can be met; aligned_alloc of a non-power of two at or below 2^63 is
+// EINVAL, as glibc 2.38 made it, where 2.36 rounded it up as memalign does.)
+TEST(MallocFamily, HugeAlignmentsFailAsInGlibc) {
+  const size_t p62 = size_t{1} << 62, p63 = size_t{1} << 63;
+  const size_t aligns[] = {size_t{1} << 48, size_t{1} << 61, p62 - 1, p62, p62 + 1,
+                           p63 - 1,         p63,             p63 + 1, SIZE_MAX - 1, SIZE_MAX};
+  for (size_t align : aligns) {
+    for (size_t size : {size_t{1}, size_t{4096}, size_t{3} << 20}) {
+      errno = 0;
+      void* g = glibc_memalign(align, size);
+      const int g_errno = errno;
+      ASSERT_EQ(g, nullptr);
+      errno = 0;
+      EXPECT_EQ(memalign(align, size), nullptr) << align;
+      EXPECT_EQ(errno, g_errno) << "memalign(" << align << ", " << size << ")";
+      EXPECT_EQ(g_errno, align > p63 ? EINVAL : ENOMEM) << align;
+      errno = 0;
+      EXPECT_EQ(aligned_alloc(align, size), nullptr) << align;
+      EXPECT_EQ(errno, is_pow2(align) ? ENOMEM : EINVAL) << "aligned_alloc(" << align << ", " << size << ")";
+      void* out = &g;
+      errno = 1234;
+      EXPECT_EQ(posix_memalign(&out, align, size), is_pow2(align) ? ENOMEM : EINVAL) << align;
+      EXPECT_EQ(errno, 1234);
+      EXPECT_EQ(out, &g);
+    }
+  }
 }
 
 // ---- mallctl -----------------------------------------------------------
@@ -534,6 +817,30 @@ TEST(Mallctl, ThreadCounters) {
   EXPECT_EQ(*dp, read_ctl<uint64_t>("thread.deallocated"));
 }
 
+TEST(Mallctl, ThreadCounterPointersStartAtTheCounters) {
+  // A new thread's first read of *thread.allocatedp is thread.allocated:
+  // asking for the pointer allocates nothing that would be counted.
+  if (!kStats) GTEST_SKIP() << "--disable-stats";
+  std::thread([] {
+    uint64_t a0 = read_ctl<uint64_t>("thread.allocated");
+    uint64_t d0 = read_ctl<uint64_t>("thread.deallocated");
+    uint64_t* ap = read_ctl<uint64_t*>("thread.allocatedp");
+    uint64_t* dp = read_ctl<uint64_t*>("thread.deallocatedp");
+    ASSERT_NE(ap, nullptr);
+    ASSERT_NE(dp, nullptr);
+    EXPECT_EQ(*ap, a0);
+    EXPECT_EQ(*dp, d0);
+    EXPECT_EQ(*ap, read_ctl<uint64_t>("thread.allocated"));
+    EXPECT_EQ(*dp, read_ctl<uint64_t>("thread.deallocated"));
+    void* p = ductile_malloc(1000);
+    EXPECT_GE(*ap - a0, 1000u);
+    EXPECT_EQ(*ap, read_ctl<uint64_t>("thread.allocated"));
+    ductile_free(p);
+    EXPECT_GE(*dp - d0, 1000u);
+    EXPECT_EQ(*dp, read_ctl<uint64_t>("thread.deallocated"));
+  }).join();
+}
+
 TEST(Mallctl, ReadRulesFollowJemalloc) {
   size_t v = 0;
   // Too short: as much as fits, the length says how much, EINVAL.
@@ -570,7 +877,7 @@ TEST(Mallctl, UnknownNamesAreEnoent) {
   size_t v;
   for (const char* name :
        {"", "nope", "stats", "stats.", ".stats.allocated", "stats.allocated.more", "stats..allocated",
-        "version.x", "arena", "arena.0", "arena.1.purge", "arena.x.purge", "arena.-1.purge",
+        "version.x", "arena", "arena.0", "arena.4095.purge", "arena.x.purge", "arena.-1.purge",
         "arena.99999999999999999999999999.purge", "arena.0.nope", "opt.nope", "ductile.os.nope",
         "ductile.huge.growth.teleport", "a.b.c.d.e.f.g.h.i.j.k"}) {
     size_t len = sizeof v;
@@ -595,11 +902,132 @@ TEST(Mallctl, PurgeAndDecayGiveBackWhatIsRetained) {
 }
 
 TEST(Mallctl, ArenasAndConfig) {
-  EXPECT_EQ(read_ctl<unsigned>("arenas.narenas"), 1u);
+  EXPECT_GE(read_ctl<unsigned>("arenas.narenas"), 1u);  // and one more for each arenas.create
   EXPECT_EQ(read_ctl<unsigned>("opt.narenas"), 1u);
   EXPECT_EQ(read_ctl<size_t>("arenas.page"), kPage);
   EXPECT_EQ(read_ctl<bool>("config.stats"), kStats);
   EXPECT_EQ(read_ctl<bool>("config.debug"), kDebug);
+}
+
+// Programs written for jemalloc make arenas of their own and pass
+// MALLOCX_ARENA(a), often with MALLOCX_TCACHE_NONE, or make explicit thread
+// caches: all of it keeps working, served by the one arena.
+TEST(Mallctl, ArenasCreateGivesIndicesThatMallocxArenaTakes) {
+  const unsigned n0 = read_ctl<unsigned>("arenas.narenas");
+  unsigned a = read_ctl<unsigned>("arenas.create");
+  EXPECT_EQ(a, n0);
+  EXPECT_EQ(read_ctl<unsigned>("arenas.narenas"), a + 1);
+  EXPECT_EQ(read_ctl<unsigned>("opt.narenas"), 1u);
+  for (size_t size : edge_sizes()) {
+    for (int flags : {MALLOCX_ARENA(a), MALLOCX_ARENA(a) | MALLOCX_TCACHE_NONE,
+                      MALLOCX_ARENA(a) | MALLOCX_TCACHE_NONE | MALLOCX_ZERO | MALLOCX_LG_ALIGN(6)}) {
+      void* p = ductile_mallocx(size, flags);
+      ASSERT_NE(p, nullptr) << size;
+      EXPECT_EQ(ductile_sallocx(p, flags), ductile_nallocx(size, flags));
+      fill(p, size, 1);
+      void* q = ductile_rallocx(p, size * 2, flags);
+      ASSERT_NE(q, nullptr) << size;
+      EXPECT_TRUE(check(q, size, 1));
+      ductile_sdallocx(q, size * 2, flags);
+    }
+  }
+  // Its purge and decay, and binding a thread to it.
+  const std::string purge = "arena." + std::to_string(a) + ".purge";
+  EXPECT_EQ(ductile_mallctl(purge.c_str(), nullptr, nullptr, nullptr, 0), 0);
+  const std::string beyond = "arena." + std::to_string(a + 1) + ".purge";
+  EXPECT_EQ(ductile_mallctl(beyond.c_str(), nullptr, nullptr, nullptr, 0), ENOENT);
+  std::thread([a] {
+    EXPECT_EQ(read_ctl<unsigned>("thread.arena"), 0u);
+    unsigned old = 99;
+    size_t len = sizeof old;
+    unsigned v = a;
+    EXPECT_EQ(ductile_mallctl("thread.arena", &old, &len, &v, sizeof v), 0);
+    EXPECT_EQ(old, 0u);
+    EXPECT_EQ(read_ctl<unsigned>("thread.arena"), a);
+    v = a + 1;
+    EXPECT_EQ(ductile_mallctl("thread.arena", nullptr, nullptr, &v, sizeof v), EFAULT);
+    EXPECT_EQ(read_ctl<unsigned>("thread.arena"), a);
+  }).join();
+  // Default extent hooks (null) are taken; hooks of the program's own are not.
+  void* hooks = nullptr;
+  unsigned b = 0;
+  size_t len = sizeof b;
+  EXPECT_EQ(ductile_mallctl("arenas.create", &b, &len, &hooks, sizeof hooks), 0);
+  EXPECT_EQ(b, a + 1);
+  hooks = &b;
+  EXPECT_EQ(ductile_mallctl("arenas.create", &b, &len, &hooks, sizeof hooks), EPERM);
+  EXPECT_EQ(read_ctl<unsigned>("arenas.narenas"), a + 2);
+}
+
+TEST(Mallctl, ArenasCreateStopsAtTheLastIndexMallocxArenaHolds) {
+  // In a child: the indices it takes are gone for good.
+  EXPECT_EXIT(
+      {
+        unsigned a = 0;
+        size_t len = sizeof a;
+        int r;
+        while ((r = ductile_mallctl("arenas.create", &a, &len, nullptr, 0)) == 0) {
+        }
+        unsigned n = 0;
+        len = sizeof n;
+        ductile_mallctl("arenas.narenas", &n, &len, nullptr, 0);
+        void* p = ductile_mallocx(100, MALLOCX_ARENA(a) | MALLOCX_TCACHE_NONE);
+        // MALLOCX_ARENA(a) holds a + 1 in 12 bits; 4096 is MALLCTL_ARENAS_ALL.
+        _exit(r == EAGAIN && a == 4094 && n == 4095 && p != nullptr ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST(Mallctl, ExplicitThreadCaches) {
+  unsigned t = 0;
+  size_t len = sizeof t;
+  ASSERT_EQ(ductile_mallctl("tcache.create", &t, &len, nullptr, 0), 0);
+  unsigned t2 = read_ctl<unsigned>("tcache.create");
+  EXPECT_NE(t, t2);
+  for (size_t size : edge_sizes()) {
+    void* p = ductile_mallocx(size, MALLOCX_TCACHE(t));
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(ductile_sallocx(p, 0), ductile_nallocx(size, MALLOCX_TCACHE(t)));
+    ductile_dallocx(p, MALLOCX_TCACHE(t));
+  }
+  EXPECT_EQ(ductile_mallctl("tcache.flush", nullptr, nullptr, &t, sizeof t), 0);
+  EXPECT_EQ(ductile_mallctl("tcache.flush", nullptr, nullptr, nullptr, 0), EINVAL);  // no index
+  EXPECT_EQ(ductile_mallctl("tcache.flush", &t, &len, &t, sizeof t), EPERM);       // write-only
+  unsigned never = 5000;
+  EXPECT_EQ(ductile_mallctl("tcache.flush", nullptr, nullptr, &never, sizeof never), EFAULT);
+  EXPECT_EQ(ductile_mallctl("tcache.destroy", nullptr, nullptr, &t, sizeof t), 0);
+  EXPECT_EQ(ductile_mallctl("tcache.destroy", nullptr, nullptr, &t2, sizeof t2), 0);
+  // A destroyed index is handed out again.
+  EXPECT_EQ(read_ctl<unsigned>("tcache.create"), t < t2 ? t : t2);
+}
+
+// MALLOCX_TCACHE_NONE: neither taken from nor given to the thread cache.
+TEST(Mallocx, TcacheNoneBypassesTheThreadCache) {
+  for (size_t size : {16ul, 100ul, 4096ul, 40000ul}) {
+    // Give the thread's cache bin of this class something to hand out.
+    std::vector<void*> v;
+    for (int i = 0; i < 8; i++) v.push_back(ductile_malloc(size));
+    for (void* b : v) ductile_free(b);
+    small::ThreadCache* tc = core::own_cache();
+    ASSERT_NE(tc, nullptr);
+    const size_t cls = small::class_of(size);
+    const uint32_t count = tc->bins[cls].count;
+    ASSERT_GT(count, 0u) << size;
+    void* p = ductile_mallocx(size, MALLOCX_TCACHE_NONE);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(tc->bins[cls].count, count) << size;
+    for (uint32_t i = 0; i < tc->bins[cls].count; i++) EXPECT_NE(tc->bins[cls].items[i], p);
+    void* q = ductile_rallocx(p, size + 1, MALLOCX_TCACHE_NONE);
+    ASSERT_NE(q, nullptr);
+    EXPECT_EQ(tc->bins[cls].count, count) << size;
+    ductile_dallocx(q, MALLOCX_TCACHE_NONE);
+    EXPECT_EQ(tc->bins[cls].count, count) << size;
+    const size_t cls2 = small::class_of(size + 1);
+    for (uint32_t i = 0; i < tc->bins[cls2].count; i++) EXPECT_NE(tc->bins[cls2].items[i], q);
+    void* r = ductile_mallocx(size, MALLOCX_TCACHE_NONE);
+    ductile_sdallocx(r, size, MALLOCX_TCACHE_NONE);
+    EXPECT_EQ(tc->bins[cls].count, count) << size;
+  }
 }
 
 TEST(Mallctl, EveryOptionOfTheTableHasAnOptNode) {
@@ -710,7 +1138,7 @@ TEST(Mib, PartialMibsAndArenaIndices) {
   EXPECT_EQ(ductile_mallctlbymib(mib, 3, nullptr, nullptr, nullptr, 0), 0);
   mib[1] = MALLCTL_ARENAS_ALL;
   EXPECT_EQ(ductile_mallctlbymib(mib, 3, nullptr, nullptr, nullptr, 0), 0);
-  mib[1] = 7;
+  mib[1] = read_ctl<unsigned>("arenas.narenas");  // the first index not made yet
   EXPECT_EQ(ductile_mallctlbymib(mib, 3, nullptr, nullptr, nullptr, 0), ENOENT);
   mib[1] = 0;
   mib[2] = 999;

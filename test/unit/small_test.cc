@@ -32,11 +32,14 @@ TEST(SizeClasses, EverySizeMapsToTheSmallestClassThatHoldsIt) {
   }
   EXPECT_EQ(class_size(class_of(0)), 8u);
   EXPECT_EQ(class_size(class_of(8)), 8u);  // the 8-byte class costs 8 bytes
-  EXPECT_EQ(class_size(class_of(24)), 24u);
-  EXPECT_EQ(class_size(class_of(72)), 72u);    // 8-byte steps up to 256 bytes
-  EXPECT_EQ(class_size(class_of(200)), 200u);
+  EXPECT_EQ(class_size(class_of(9)), 16u);
+  EXPECT_EQ(class_size(class_of(24)), 32u);
+  EXPECT_EQ(class_size(class_of(72)), 80u);    // 16-byte steps up to 256 bytes
+  EXPECT_EQ(class_size(class_of(200)), 208u);
+  EXPECT_EQ(class_size(class_of(256)), 256u);
   EXPECT_EQ(class_size(class_of(257)), 320u);  // then four per doubling
   EXPECT_EQ(class_size(kNumClasses - 1), kMaxClassSize);
+  EXPECT_EQ(kNumClasses, 1 + 16 + 4 * 14u);  // 8; 16..256; 14 doublings to 4 MiB
 }
 
 TEST(SizeClasses, AboutFourPerDoubling) {
@@ -104,7 +107,7 @@ TEST_F(BinTest, FillHandsOutDistinctAlignedObjectsThatTheFreeFinds) {
 // which is exactly the freed objects, in address order, before any
 // never-used one.
 TEST_F(BinTest, BitmapFillReadsNoObjectAndHandsOutInAddressOrder) {
-  for (size_t c : {class_of(24), class_of(72), class_of(200), class_of(4096), class_of(kMaxSmall)}) {
+  for (size_t c : {class_of(32), class_of(80), class_of(208), class_of(4096), class_of(kMaxSmall)}) {
     ASSERT_NE(kClasses.bitmap_words[c], 0u) << class_size(c);
     Bin bin;
     bin.init(c, &arena_);
@@ -151,7 +154,7 @@ TEST_F(BinTest, BitmapFillReadsNoObjectAndHandsOutInAddressOrder) {
 TEST_F(BinTest, BitmapsOnlyWhereTheyCostLittle) {
   EXPECT_EQ(kClasses.bitmap_words[class_of(8)], 0u);  // 1/64 of an 8-byte object
   EXPECT_EQ(kClasses.bitmap_words[class_of(16)], 0u);
-  EXPECT_NE(kClasses.bitmap_words[class_of(24)], 0u);
+  EXPECT_NE(kClasses.bitmap_words[class_of(32)], 0u);
   for (size_t c = 0; c < kNumSmall; c++) {
     if (kClasses.bitmap_words[c] != 0) {
       EXPECT_GE(kClasses.bitmap_words[c] * 64u, kClasses.objects_per_slab[c]);
