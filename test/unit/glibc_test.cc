@@ -283,7 +283,8 @@ TEST(MallocInfo, IsWellFormedXmlWithTheFigures) {
   EXPECT_EQ(attr_of(xml, "<aspace type=\"total\"", "size"), static_cast<long long>(s.chunk.reserved));
   // The free 24-byte objects, in their class's line.
   const size_t cls = small::class_of(24);
-  const std::string line = "<size from=\"" + std::to_string(small::class_size(cls - 1) + 1) + "\" to=\"24\"";
+  const std::string line = "<size from=\"" + std::to_string(small::class_size(cls - 1) + 1) + "\" to=\"" +
+                           std::to_string(small::class_size(cls)) + "\"";
   EXPECT_EQ(attr_of(xml, line, "count"), static_cast<long long>(s.bins[cls].free_objects)) << xml;
   EXPECT_GT(s.bins[cls].free_objects, 0u);
   // ductile's own.
