@@ -65,7 +65,8 @@ void BM_VectorDoubling(benchmark::State& state) {
   Stack s(static_cast<unsigned>(state.range(0)));
   const size_t top = static_cast<size_t>(state.range(1)) * kMiB;
   auto round = [&] {
-    void* p = s.huge.alloc(2 * kMiB, kPage, false);
+    // Growing: as realloc makes it from a smaller block (huge-page space).
+    void* p = s.huge.alloc(2 * kMiB, kPage, false, true);
     std::memset(p, 0xff, 2 * kMiB);
     for (size_t size = 4 * kMiB; size < top; size *= 2) {
       void* q = s.huge.resize(s.chunks.lookup(p), size, kPage, false);
@@ -95,7 +96,7 @@ void BM_InterleavedDoubling(benchmark::State& state) {
     void* p[kBlocks];
     std::vector<chunk::Extent*> small;
     for (auto& b : p) {
-      b = s.huge.alloc(2 * kMiB, kPage, false);
+      b = s.huge.alloc(2 * kMiB, kPage, false, true);  // as realloc makes it
       std::memset(b, 1, 2 * kMiB);
     }
     for (size_t size = 4 * kMiB; size <= kTop; size *= 2) {

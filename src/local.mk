@@ -24,8 +24,6 @@ libductile_core_la_SOURCES = \
 	src/chunk/clock.h \
 	src/huge/huge.h \
 	src/huge/huge.cc \
-	src/huge/advised_set.h \
-	src/huge/advised_set.cc \
 	src/small/size_classes.h \
 	src/small/bin.h \
 	src/small/bin.cc \

@@ -67,7 +67,8 @@ void ChunkLayer::advance_cursor(uintptr_t to) noexcept {
   }
 }
 
-Extent* ChunkLayer::new_extent(uintptr_t base, size_t size, ExtentState state, bool committed) noexcept {
+Extent* ChunkLayer::new_extent(uintptr_t base, size_t size, ExtentState state, bool committed, bool thp,
+                               bool remapped) noexcept {
   Extent* e = spare_;
   if (e != nullptr) {
     spare_ = e->next;
@@ -81,10 +82,29 @@ Extent* ChunkLayer::new_extent(uintptr_t base, size_t size, ExtentState state, b
   e->size = size;
   e->state = state;
   e->committed = committed;
+  e->thp = thp;
+  set_remapped(e, remapped);
   return e;
 }
 
+void ChunkLayer::set_remapped(Extent* e, bool remapped) noexcept {
+  if (e->remapped == remapped) return;
+  e->remapped = remapped;
+  // Changed under the lock; free() reads it without.
+  __atomic_fetch_add(&remapped_extents_, remapped ? size_t{1} : ~size_t{0}, __ATOMIC_RELAXED);
+}
+
+void ChunkLayer::mark_remapped(Extent* e) noexcept {
+  LockGuard g(lock_);
+  set_remapped(e, true);
+}
+
+bool ChunkLayer::map_fresh(Extent* e) noexcept {
+  return os_.map_fresh(ptr(e->base), e->size) && (!e->thp || os_.advise_huge(ptr(e->base), e->size));
+}
+
 void ChunkLayer::recycle(Extent* e) noexcept {
+  set_remapped(e, false);
   e->base = e->size = 0;
   e->next = spare_;
   spare_ = e;
@@ -99,11 +119,11 @@ void ChunkLayer::clear_interior(Extent* e) noexcept {
 
 void ChunkLayer::insert_free(Extent* e, ExtentState state) noexcept {
   DUCTILE_ASSERT(state == ExtentState::kDirty || state == ExtentState::kClean);
-  ExtentSet& set = set_for(state);
+  ExtentSet& set = set_for(state, e->thp);
   if (e->base >= kPage) {
     Extent* left = page_map_.lookup(e->base - kPage);
     if (left != nullptr && left != e && left->state == state && left->end() == e->base &&
-        left->committed == e->committed) {
+        left->committed == e->committed && left->thp == e->thp && !left->remapped && !e->remapped) {
       set.remove(left);
       // The old boundary between them is interior now: point it at the survivor.
       (void)page_map_.set_range(e->base - kPage, kPage, e);
@@ -115,7 +135,7 @@ void ChunkLayer::insert_free(Extent* e, ExtentState state) noexcept {
   }
   Extent* right = page_map_.lookup(e->end());
   if (right != nullptr && right != e && right->state == state && right->base == e->end() &&
-      right->committed == e->committed) {
+      right->committed == e->committed && right->thp == e->thp && !right->remapped && !e->remapped) {
     set.remove(right);
     (void)page_map_.set_range(right->base, kPage, e);
     e->size += right->size;
@@ -135,14 +155,14 @@ Extent* ChunkLayer::carve(Extent* e, uintptr_t start, size_t size) noexcept {
   Extent* head = nullptr;
   Extent* tail = nullptr;
   if (start > e->base) {
-    head = new_extent(e->base, start - e->base, state, e->committed);
+    head = new_extent(e->base, start - e->base, state, e->committed, e->thp, e->remapped);
     if (head == nullptr) {
       insert_free(e, state);
       return nullptr;
     }
   }
   if (start + size < e->end()) {
-    tail = new_extent(start + size, e->end() - (start + size), state, e->committed);
+    tail = new_extent(start + size, e->end() - (start + size), state, e->committed, e->thp, e->remapped);
     if (tail == nullptr) {
       if (head) recycle(head);
       insert_free(e, state);
@@ -152,12 +172,12 @@ Extent* ChunkLayer::carve(Extent* e, uintptr_t start, size_t size) noexcept {
   if (head) {
     head->freed_ns = e->freed_ns;
     (void)page_map_.set_boundaries(head);
-    set_for(state).insert(head);
+    set_for(state, e->thp).insert(head);
   }
   if (tail) {
     tail->freed_ns = e->freed_ns;
     (void)page_map_.set_boundaries(tail);
-    set_for(state).insert(tail);
+    set_for(state, e->thp).insert(tail);
   }
   e->base = start;
   e->size = size;
@@ -171,7 +191,7 @@ bool ChunkLayer::commit_carved(Extent* e, size_t commit) noexcept {
   if (!os_.commit(ptr(e->base), n)) return false;
   if (n < e->size) {
     // Only a prefix is committed: the rest goes back as uncommitted space.
-    Extent* rest = new_extent(e->base + n, e->size - n, ExtentState::kClean, false);
+    Extent* rest = new_extent(e->base + n, e->size - n, ExtentState::kClean, false, e->thp, e->remapped);
     if (rest == nullptr) {
       // No record for the tail: commit it too, so the extent is what its flag says.
       if (!os_.commit(ptr(e->base + n), e->size - n)) return false;
@@ -185,7 +205,7 @@ bool ChunkLayer::commit_carved(Extent* e, size_t commit) noexcept {
   return true;
 }
 
-bool ChunkLayer::reserve_more(size_t size, size_t align) noexcept {
+bool ChunkLayer::reserve_more(size_t size, size_t align, bool thp) noexcept {
   size_t extra = align > kHugePage ? align : 0;
   size_t want = align_up(size, kHugePage);
   if (want == 0 || want + extra < want) return false;
@@ -194,13 +214,13 @@ bool ChunkLayer::reserve_more(size_t size, size_t align) noexcept {
   // The usual size first; if the kernel refuses it (RLIMIT_AS, or a
   // fragmented address space), just what this request needs.
   const int saved = errno;
-  if (want < options_.reservation && reserve(options_.reservation, hint_align)) return true;
-  if (!reserve(want, hint_align)) {
+  if (want < options_.reservation && reserve(options_.reservation, hint_align, thp)) return true;
+  if (!reserve(want, hint_align, thp)) {
     // At the address-space limit, retained free space is what stands in the
     // way: give it back and try once more. (Without a limit a refusal means
     // the request is absurd, and the retained pages are worth keeping.)
     const size_t limit = os_.features().address_space_limit;
-    if (limit == SIZE_MAX || want > limit || unmap_free() == 0 || !reserve(want, hint_align)) return false;
+    if (limit == SIZE_MAX || want > limit || unmap_free() == 0 || !reserve(want, hint_align, thp)) return false;
   }
   errno = saved;  // a call that succeeds leaves errno alone
   return true;
@@ -208,7 +228,7 @@ bool ChunkLayer::reserve_more(size_t size, size_t align) noexcept {
 
 size_t ChunkLayer::unmap_free() noexcept {
   size_t bytes = 0;
-  for (ExtentSet* set : {&dirty_, &clean_}) {
+  for (ExtentSet* set : {&dirty_[0], &dirty_[1], &clean_[0], &clean_[1]}) {
     while (Extent* e = set->oldest()) {
       set->remove(e);
       if (!os_.unmap(ptr(e->base), e->size)) {
@@ -226,7 +246,7 @@ size_t ChunkLayer::unmap_free() noexcept {
   return bytes;
 }
 
-bool ChunkLayer::reserve(size_t res, size_t hint_align) noexcept {
+bool ChunkLayer::reserve(size_t res, size_t hint_align, bool thp) noexcept {
   uintptr_t base = 0;
   for (int i = 0; i < kHintTries && base == 0; i++) {
     uintptr_t hint = align_up(cursor(), hint_align);
@@ -250,7 +270,11 @@ bool ChunkLayer::reserve(size_t res, size_t hint_align) noexcept {
     (void)os_.unmap(ptr(base), res);
     return false;
   }
-  Extent* e = new_extent(base, res, ExtentState::kClean, !os_.features().strict_overcommit);
+  // Huge-page space is advised whole, once: the reservation stays one
+  // mapping whatever is placed in it (before, each huge span was advised on
+  // its own and split the reservation's mapping at both ends).
+  if (thp) (void)os_.advise_huge(ptr(base), res);
+  Extent* e = new_extent(base, res, ExtentState::kClean, !os_.features().strict_overcommit, thp, false);
   if (e == nullptr) {
     (void)os_.unmap(ptr(base), res);
     return false;
@@ -261,28 +285,28 @@ bool ChunkLayer::reserve(size_t res, size_t hint_align) noexcept {
   return true;
 }
 
-Allocation ChunkLayer::alloc(size_t size, size_t align, size_t commit) noexcept {
+Allocation ChunkLayer::alloc(size_t size, size_t align, size_t commit, bool thp) noexcept {
   if (!valid_size(size) || !is_pow2(align) || align < kPage) return {};
   maybe_decay();
   LockGuard g(lock_);
-  Extent* e = dirty_.find(size, align);
+  Extent* e = dirty_[thp].find(size, align);
   if (e == nullptr) {
     // No dirty extent holds it alone: dirty pages together with the free run
     // next to them still beat untouched space (each untouched page faults,
     // and the dirty ones would only wait for decay).
-    if (Extent* r = take_dirty_run(size, align)) {
+    if (Extent* r = take_dirty_run(size, align, thp)) {
       stats_.allocs++;
       return {r, false};
     }
-    e = clean_.find(size, align);
+    e = clean_[thp].find(size, align);
   }
   if (e == nullptr) {
-    if (!reserve_more(size, align)) return {};
-    e = clean_.find(size, align);
+    if (!reserve_more(size, align, thp)) return {};
+    e = clean_[thp].find(size, align);
     if (e == nullptr) return {};
   }
   bool zeroed = e->state == ExtentState::kClean;
-  set_for(e->state).remove(e);
+  set_for(e->state, thp).remove(e);
   uintptr_t start = align_up(e->base, align);
   e = carve(e, start, size);
   if (e == nullptr) return {};
@@ -304,13 +328,14 @@ constexpr size_t kRunCandidates = 16;
 constexpr size_t kRunSide = 8;
 }  // namespace
 
-Extent* ChunkLayer::take_dirty_run(size_t size, size_t align) noexcept {
+Extent* ChunkLayer::take_dirty_run(size_t size, size_t align, bool thp) noexcept {
   Extent* cand[kRunCandidates];
-  const size_t nc = dirty_.largest(cand, kRunCandidates);
-  // A piece of a run: free and committed (under strict overcommit the window
-  // is then committed as a whole and needs no system call).
-  auto joins = [](const Extent* n) {
-    return n != nullptr && (n->state == ExtentState::kDirty || n->state == ExtentState::kClean) && n->committed;
+  const size_t nc = dirty_[thp].largest(cand, kRunCandidates);
+  // A piece of a run: free, committed (under strict overcommit the window
+  // is then committed as a whole and needs no system call), of the same space.
+  auto joins = [thp](const Extent* n) {
+    return n != nullptr && (n->state == ExtentState::kDirty || n->state == ExtentState::kClean) && n->committed &&
+           n->thp == thp;
   };
   uintptr_t best = 0;
   Extent* best_piece = nullptr;  // the piece that holds `best`
@@ -363,7 +388,7 @@ Extent* ChunkLayer::take_dirty_run(size_t size, size_t align) noexcept {
   // Cut the window's first piece out, then grow it over the rest of the run
   // (grow_locked checks the run again and changes nothing when it fails).
   const ExtentState state = best_piece->state;
-  set_for(state).remove(best_piece);
+  set_for(state, thp).remove(best_piece);
   const size_t first = best_piece->end() - best < size ? best_piece->end() - best : size;
   Extent* e = carve(best_piece, best, first);
   if (e == nullptr) return nullptr;
@@ -388,7 +413,7 @@ Allocation ChunkLayer::alloc_at(uintptr_t a, size_t size) noexcept {
     return {};
   }
   bool zeroed = e->state == ExtentState::kClean;
-  set_for(e->state).remove(e);
+  set_for(e->state, e->thp).remove(e);
   e = carve(e, a, size);
   if (e == nullptr || !commit_carved(e, SIZE_MAX)) {
     if (e) insert_free(e, ExtentState::kClean);
@@ -426,7 +451,7 @@ GrowResult ChunkLayer::grow_locked(Extent* e, size_t new_size, bool may_map, boo
     Extent* n = page_map_.lookup(cur);
     if (n == nullptr) break;  // not ours from here on
     if (n->base != cur || (n->state != ExtentState::kDirty && n->state != ExtentState::kClean) ||
-        (clean_only && n->state == ExtentState::kDirty)) {
+        (clean_only && n->state == ExtentState::kDirty) || n->thp != e->thp) {
       if (count) stats_.alloc_at_refusals++;
       return {};
     }
@@ -449,10 +474,10 @@ GrowResult ChunkLayer::grow_locked(Extent* e, size_t new_size, bool may_map, boo
   Extent* tail = nullptr;  // the last free extent's part past `end`
   Extent* rest = nullptr;  // the new mapping's part past `end`
   if (map == 0 && cur > end) {
-    tail = new_extent(end, cur - end, ExtentState::kClean, true);
+    tail = new_extent(end, cur - end, ExtentState::kClean, true, e->thp, false);
     if (tail == nullptr) return {};
   } else if (map > end - cur) {
-    rest = new_extent(end, cur + map - end, ExtentState::kClean, !strict);
+    rest = new_extent(end, cur + map - end, ExtentState::kClean, !strict, e->thp, false);
     if (rest == nullptr) return {};
   }
   auto undo = [&] {
@@ -474,6 +499,7 @@ GrowResult ChunkLayer::grow_locked(Extent* e, size_t new_size, bool may_map, boo
   if (map != 0) {
     if (!page_map_.ensure(cur, map)) return undo();
     if (os_.reserve_at(ptr(cur), map) != os::MapStatus::kMapped) return undo();
+    if (e->thp) (void)os_.advise_huge(ptr(cur), map);  // merges with the mapping before it
     if (strict && !os_.commit(ptr(cur), end - cur)) {
       (void)os_.unmap(ptr(cur), map);
       return undo();
@@ -484,7 +510,7 @@ GrowResult ChunkLayer::grow_locked(Extent* e, size_t new_size, bool may_map, boo
   for (uintptr_t a = start; a < run_end;) {
     Extent* n = page_map_.lookup(a);
     uintptr_t n_end = n->end();
-    set_for(n->state).remove(n);
+    set_for(n->state, n->thp).remove(n);
     (void)page_map_.set_range(n->base, kPage, e);
     if (n_end > end) {
       tail->base = end;
@@ -492,12 +518,14 @@ GrowResult ChunkLayer::grow_locked(Extent* e, size_t new_size, bool may_map, boo
       tail->state = n->state;
       tail->committed = n->committed;
       tail->freed_ns = n->freed_ns;
+      set_remapped(tail, n->remapped);
       (void)page_map_.set_boundaries(tail);
-      set_for(tail->state).insert(tail);
+      set_for(tail->state, tail->thp).insert(tail);
       tail = nullptr;
     } else {
       (void)page_map_.set_range(n_end - kPage, kPage, e);
     }
+    if (n->remapped) set_remapped(e, true);  // e now holds (part of) that mapping
     recycle(n);
     a = n_end;
   }
@@ -519,7 +547,8 @@ bool ChunkLayer::shrink(Extent* e, size_t new_size) noexcept {
   if (e == nullptr || e->state != ExtentState::kActive || !valid_size(new_size) || new_size >= e->size)
     return false;
   LockGuard g(lock_);
-  Extent* tail = new_extent(e->base + new_size, e->size - new_size, ExtentState::kActive, e->committed);
+  Extent* tail =
+      new_extent(e->base + new_size, e->size - new_size, ExtentState::kActive, e->committed, e->thp, e->remapped);
   if (tail == nullptr) return false;
   if (e->interior_mapped) (void)page_map_.set_range(tail->base, tail->size, nullptr);
   e->size = new_size;
@@ -527,24 +556,38 @@ bool ChunkLayer::shrink(Extent* e, size_t new_size) noexcept {
   stats_.active -= tail->size;
   tail->freed_ns = clock_.now_ns();
   insert_free(tail, ExtentState::kDirty);
-  ring_if_due(dirty_.bytes());
+  ring_if_due(dirty_bytes());
   return true;
 }
 
 void ChunkLayer::free(Extent* e, size_t committed) noexcept {
   DUCTILE_CHECK(e != nullptr && e->state == ExtentState::kActive);
+  // A range whose pages mremap moved in keeps a mapping of its own until it
+  // is mapped afresh: at its purge (decay), or now when too many such
+  // mappings are about (cycles of blocks moved by growth left one per move:
+  // 4 000 blocks moved per round, 694 -> 2 761 mappings in four rounds,
+  // towards vm.max_map_count). Below the bound its pages stay for reuse.
+  bool fresh = false;
+  if (e->remapped && __atomic_load_n(&remapped_extents_, __ATOMIC_RELAXED) > options_.remapped_bound &&
+      map_fresh(e)) {
+    fresh = true;
+    committed = 0;  // clean: fresh space (uncommitted under strict overcommit)
+  }
   uint64_t now = clock_.now_ns();
   {
     LockGuard g(lock_);
     stats_.active -= e->size;
     stats_.frees++;
     clear_interior(e);
+    if (fresh) set_remapped(e, false);
     if (committed < e->size) {
       // Never committed (strict overcommit: PROT_NONE) or never written
       // (normal mode: still zero): clean, not dirty.
       const bool strict = os_.features().strict_overcommit;
       size_t n = align_up(committed, kPage);
-      Extent* rest = n < e->size ? new_extent(e->base + n, e->size - n, ExtentState::kActive, !strict) : nullptr;
+      Extent* rest =
+          n < e->size ? new_extent(e->base + n, e->size - n, ExtentState::kActive, !strict, e->thp, false)
+                      : nullptr;  // pages moved in were written: they lie before `committed`
       if (rest != nullptr) {
         e->size = n;
         insert_free(rest, ExtentState::kClean);
@@ -553,7 +596,7 @@ void ChunkLayer::free(Extent* e, size_t committed) noexcept {
     e->freed_ns = now;
     if (e->size == 0) recycle(e);
     else insert_free(e, ExtentState::kDirty);
-    ring_if_due(dirty_.bytes());
+    ring_if_due(dirty_bytes());
   }
   // decay_ms:0 purges on free, every time: the rate limit of maybe_decay()
   // would leave the frees of one clock tick dirty in a program that then
@@ -591,6 +634,23 @@ void ChunkLayer::forget(Extent* e) noexcept {
   recycle(e);
 }
 
+void ChunkLayer::refill(Extent* e) noexcept {
+  DUCTILE_CHECK(e != nullptr && e->state == ExtentState::kActive);
+  // Before, a vacated range was only forgotten: its address space was never
+  // handed out again, and each hole split the reservation's mapping.
+  if (os_.reserve_at(ptr(e->base), e->size) != os::MapStatus::kMapped) {
+    forget(e);
+    return;
+  }
+  if (e->thp) (void)os_.advise_huge(ptr(e->base), e->size);
+  LockGuard g(lock_);
+  set_remapped(e, false);
+  clear_interior(e);
+  stats_.active -= e->size;
+  e->committed = !os_.features().strict_overcommit;  // as a fresh reservation
+  insert_free(e, ExtentState::kClean);
+}
+
 bool ChunkLayer::map_interior(Extent* e, uint16_t tag) noexcept {
   if (e == nullptr || e->state != ExtentState::kActive) return false;
   if (!page_map_.set_range(e->base, e->size, e, tag)) return false;
@@ -603,7 +663,7 @@ Extent* ChunkLayer::lend(Extent* parent, uintptr_t base, size_t size) noexcept {
                 is_aligned(base, kPage) && size != 0 && is_aligned(size, kPage) && base >= parent->base &&
                 base + size <= parent->end());
   LockGuard g(lock_);
-  Extent* e = new_extent(base, size, ExtentState::kActive, parent->committed);
+  Extent* e = new_extent(base, size, ExtentState::kActive, parent->committed, parent->thp, false);
   if (e == nullptr) return nullptr;
   e->interior_mapped = true;
   // The parent's pages are mapped already: no node to create, cannot fail.
@@ -620,22 +680,38 @@ void ChunkLayer::unlend(Extent* parent, Extent* sub) noexcept {
 
 ChunkLayer::PurgeResult ChunkLayer::purge_marked(Extent* const* batch, size_t n) noexcept {
   DUCTILE_CHECK(n <= os::kPurgeBatch);
+  // Ranges with a mapping of their own (pages moved in by mremap) are mapped
+  // afresh, which purges them too; the rest go to one batched purge.
   os::Range ranges[os::kPurgeBatch] = {};
-  for (size_t i = 0; i < n; i++) ranges[i] = {ptr(batch[i]->base), batch[i]->size};
-  size_t done = os_.purge(ranges, n);
+  size_t index[os::kPurgeBatch];
+  bool purged[os::kPurgeBatch] = {};
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (batch[i]->remapped) {
+      purged[i] = map_fresh(batch[i]);
+    } else {
+      index[m] = i;
+      ranges[m++] = {ptr(batch[i]->base), batch[i]->size};
+    }
+  }
+  const size_t done = m != 0 ? os_.purge(ranges, m) : 0;
+  for (size_t j = 0; j < done; j++) purged[index[j]] = true;
   size_t total = 0;
+  bool complete = true;
   LockGuard g(lock_);
   for (size_t i = 0; i < n; i++) {
-    if (i < done) {
+    if (purged[i]) {
       total += batch[i]->size;
       stats_.purged_bytes += batch[i]->size;
       stats_.purges++;
+      set_remapped(batch[i], false);
       insert_free(batch[i], ExtentState::kClean);
     } else {
+      complete = false;
       insert_free(batch[i], ExtentState::kDirty);  // kept, not lost; tried again later
     }
   }
-  return {total, done == n};
+  return {total, complete};
 }
 
 void ChunkLayer::release(Extent* const* v, size_t n) noexcept {
@@ -668,14 +744,16 @@ size_t ChunkLayer::purge_dirty(uint64_t min_age_ns) noexcept {
     uint64_t now = clock_.now_ns();
     {
       LockGuard g(lock_);
-      for (Extent* e = dirty_.oldest(); e != nullptr && n < os::kPurgeBatch;) {
-        Extent* next = e->age_next;
-        if (now - e->freed_ns >= min_age_ns || min_age_ns == 0) {
-          dirty_.remove(e);
-          e->state = ExtentState::kPurging;  // unavailable until the batch completes
-          batch[n++] = e;
+      for (ExtentSet& dirty : dirty_) {
+        for (Extent* e = dirty.oldest(); e != nullptr && n < os::kPurgeBatch;) {
+          Extent* next = e->age_next;
+          if (now - e->freed_ns >= min_age_ns || min_age_ns == 0) {
+            dirty.remove(e);
+            e->state = ExtentState::kPurging;  // unavailable until the batch completes
+            batch[n++] = e;
+          }
+          e = next;
         }
-        e = next;
       }
     }
     if (n == 0) return total;
@@ -705,9 +783,9 @@ size_t ChunkLayer::trim() noexcept { return purge_dirty(0); }
 ChunkStats ChunkLayer::stats() const noexcept {
   LockGuard g(lock_);
   ChunkStats s = stats_;
-  s.dirty = dirty_.bytes();
-  s.clean = clean_.bytes();
-  s.dirty_extents = dirty_.count();
+  s.dirty = dirty_bytes();
+  s.clean = clean_[0].bytes() + clean_[1].bytes();
+  s.dirty_extents = dirty_[0].count() + dirty_[1].count();
   return s;
 }
 

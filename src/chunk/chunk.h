@@ -49,6 +49,11 @@ struct Options {
   // First address tried for reservations; 0 picks a randomised one in the
   // otherwise empty range above 2 TiB (ASLR keeps its entropy).
   uintptr_t first_hint = 0;
+  // Ranges holding pages that mremap moved in, each a mapping of its own,
+  // kept with their pages for reuse until decay purges them; past this many
+  // a freed one is mapped afresh at once. 1024: a few percent of
+  // vm.max_map_count (65 530).
+  size_t remapped_bound = 1024;
   // The layer is constructed in zero-filled static storage (the process-wide
   // runtime): the page map's root need not be cleared (see PageMap).
   bool storage_zeroed = false;
@@ -99,7 +104,11 @@ class ChunkLayer {
   // extent; a new reservation. zeroed only when all of it was clean. In
   // strict overcommit mode only the first `commit` bytes are committed (all
   // of it by default; a window is made of committed extents only).
-  [[nodiscard]] Allocation alloc(size_t size, size_t align = kPage, size_t commit = SIZE_MAX) noexcept;
+  // `thp`: from huge-page address space, kept apart from plain space and
+  // advised MADV_HUGEPAGE a whole reservation at a time, for blocks that are
+  // densely used (whatever touches a page of it gets a whole huge page).
+  [[nodiscard]] Allocation alloc(size_t size, size_t align = kPage, size_t commit = SIZE_MAX,
+                                 bool thp = false) noexcept;
   // The free extent that starts exactly at `a`, cut to `size` bytes; refused
   // (extent == nullptr) when no free extent of at least that size starts there.
   [[nodiscard]] Allocation alloc_at(uintptr_t a, size_t size) noexcept;
@@ -125,6 +134,16 @@ class ChunkLayer {
   void release(Extent* const* v, size_t n) noexcept;
   // `e`'s pages were moved away by mremap: its range is no longer mapped.
   void forget(Extent* e) noexcept;
+  // Likewise, but maps the range again (MAP_FIXED_NOREPLACE, and the
+  // huge-page advice of its space) and keeps it as clean free space: the
+  // reservation stays whole, one mapping with its neighbours, and the range
+  // is handed out again. Forgets it if the kernel refuses.
+  void refill(Extent* e) noexcept;
+  // Active extent `e` now holds pages that mremap moved in: a mapping of
+  // their own, which never merges with its neighbours, until the range is
+  // mapped afresh -- when purged, or when freed while more than
+  // Options::remapped_bound such extents exist.
+  void mark_remapped(Extent* e) noexcept;
 
   // The extent whose first or last page holds `p`, or any page of an extent
   // that was map_interior()'d; nullptr for addresses ductile does not own.
@@ -179,9 +198,15 @@ class ChunkLayer {
   void postfork_child() noexcept;
 
  private:
-  Extent* new_extent(uintptr_t base, size_t size, ExtentState state, bool committed) noexcept;
+  Extent* new_extent(uintptr_t base, size_t size, ExtentState state, bool committed, bool thp,
+                     bool remapped) noexcept;
+  // Sets e->remapped, keeping remapped_extents_ (lock held).
+  void set_remapped(Extent* e, bool remapped) noexcept;
+  // Maps e's range afresh with its space's advice (no lock needed: e is ours).
+  bool map_fresh(Extent* e) noexcept;
   void recycle(Extent* e) noexcept;
-  ExtentSet& set_for(ExtentState s) noexcept { return s == ExtentState::kDirty ? dirty_ : clean_; }
+  ExtentSet& set_for(ExtentState s, bool thp) noexcept { return s == ExtentState::kDirty ? dirty_[thp] : clean_[thp]; }
+  size_t dirty_bytes() const noexcept { return dirty_[0].bytes() + dirty_[1].bytes(); }
   // Puts a free extent into its set, merging it with free neighbours of the same state.
   void insert_free(Extent* e, ExtentState state) noexcept;
   // Takes [start, start+size) out of free extent e (already removed from its
@@ -192,13 +217,13 @@ class ChunkLayer {
   // `size` bytes over a run of adjacent free extents (dirty and clean) that
   // covers the most dirty bytes, taken and returned active (stats_.active
   // counted); nullptr when no run around the largest dirty extents holds one.
-  Extent* take_dirty_run(size_t size, size_t align) noexcept;
+  Extent* take_dirty_run(size_t size, size_t align, bool thp) noexcept;
   // grow() with the lock held; `count` says whether to count at-address hits
   // and refusals.
   GrowResult grow_locked(Extent* e, size_t new_size, bool may_map, bool count, bool clean_only = false) noexcept;
-  bool reserve_more(size_t size, size_t align) noexcept;
+  bool reserve_more(size_t size, size_t align, bool thp) noexcept;
   // Maps one reservation of `res` bytes, `hint_align`ed, and adds it clean.
-  bool reserve(size_t res, size_t hint_align) noexcept;
+  bool reserve(size_t res, size_t hint_align, bool thp) noexcept;
   // Unmaps every free extent (lock held): address space back to the kernel
   // when RLIMIT_AS refuses a reservation. Returns the bytes unmapped.
   size_t unmap_free() noexcept;
@@ -228,11 +253,12 @@ class ChunkLayer {
   PageMap page_map_;
 
   mutable Mutex lock_;
-  ExtentSet dirty_;
-  ExtentSet clean_;
+  ExtentSet dirty_[2];  // [thp]
+  ExtentSet clean_[2];
   Extent* spare_ = nullptr;  // recycled extent structs
   uintptr_t own_cursor_ = 0;  // Options::first_hint given: this layer's own cursor
   uint64_t last_decay_ns_ = 0;
+  size_t remapped_extents_ = 0;  // extents with e->remapped (lock held to change)
   std::atomic<size_t> armed_at_{0};
   std::atomic<size_t> noted_{0};
   std::atomic<bool> signal_{false};

@@ -36,6 +36,15 @@ struct Extent {
   // Every page (not just the first and last) maps to this extent in the page
   // map: set by upper layers for slabs, whose interior pointers are freed.
   bool interior_mapped = false;
+  // Huge-page address space: its reservation was advised MADV_HUGEPAGE as a
+  // whole. Kept apart from plain space (never merged with it, never grown
+  // into it), so advice never splits a mapping (ChunkLayer::alloc's `thp`).
+  bool thp = false;
+  // Pages that mremap moved here lie in (part of) this range: they keep a
+  // mapping of their own, which never merges with its neighbours, until the
+  // range is mapped afresh (ChunkLayer::mark_remapped). Such an extent never
+  // coalesces with its neighbours either.
+  bool remapped = false;
   uint64_t freed_ns = 0;  // when it became dirty (decay age)
   // Links in the free set's bucket list, and (dirty extents) in the age list.
   Extent* prev = nullptr;

@@ -287,7 +287,9 @@ void* alloc_class(size_t cls, bool zero, bool cached) {
   return p;
 }
 
-void* alloc_impl(size_t size, size_t align, bool zero, bool cached = true) {
+// `growing`: the block replaces a smaller one (realloc): a huge one is
+// densely used, and goes to huge-page space.
+void* alloc_impl(size_t size, size_t align, bool zero, bool cached = true, bool growing = false) {
   if (DUCTILE_UNLIKELY(!ensure_ready())) {
     void* p = bootstrap_alloc(size);  // zeroed: static storage, never reused
     return p;
@@ -299,7 +301,7 @@ void* alloc_impl(size_t size, size_t align, bool zero, bool cached = true) {
   void* p;
   const Placement at = place(size, align);
   if (at.kind == Placement::kHuge) {
-    p = rt().huge.alloc(size, align, zero);
+    p = rt().huge.alloc(size, align, zero, growing);
     if (p) count_bytes(at.usable, 0);
   } else if (at.kind == Placement::kAlignedMedium) {
     p = medium_from_chunks(at.cls, align, zero);
@@ -625,7 +627,7 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
         return p;
     }
   }
-  void* q = alloc_impl(size, align, zero, cached);
+  void* q = alloc_impl(size, align, zero, cached, size > old);
   if (q == nullptr) return nullptr;  // the old block is intact
   std::memcpy(q, p, old < size ? old : size);
   if (e) dealloc_extent(p, e, cached);

@@ -78,13 +78,14 @@ HugeLayer::Fresh HugeLayer::take_span(size_t usable, size_t align, bool growing)
   size_t least = align_up(usable, kHugePage);
   if (least == 0) least = usable;
   const size_t want = span_for(usable);
-  if (strict()) return take_span_strict(usable, a, least, want);
+  const bool thp = wants_thp(usable, growing);
+  if (strict()) return take_span_strict(usable, a, least, want, thp);
   // The block first, where the chunk layer places it best: a recycled,
   // still faulted-in extent before fresh space, the tightest first. Then its
   // headroom from whatever is free behind it. (Asking for block + headroom
   // at once would pass over the extent a block of the same size just freed:
   // its headroom went back clean, apart from it.)
-  chunk::Allocation got = chunks_.alloc(least, a);
+  chunk::Allocation got = chunks_.alloc(least, a, SIZE_MAX, thp);
   Extent* e = got.extent;
   if (e == nullptr) return {};
   size_t zero_from = got.zeroed ? 0 : e->size;
@@ -103,7 +104,7 @@ HugeLayer::Fresh HugeLayer::take_span(size_t usable, size_t align, bool growing)
       // Something busy right behind it: look for a place with room, but
       // keep resident pages over fresh ones with room. (A new block on
       // resident pages just keeps them, without headroom.)
-      chunk::Allocation roomy = chunks_.alloc(want, a);
+      chunk::Allocation roomy = chunks_.alloc(want, a, SIZE_MAX, thp);
       if (roomy.extent != nullptr && !got.zeroed && roomy.zeroed) {
         chunks_.free(roomy.extent, 0);  // untouched: back as clean
       } else if (roomy.extent != nullptr) {
@@ -116,13 +117,14 @@ HugeLayer::Fresh HugeLayer::take_span(size_t usable, size_t align, bool growing)
   return {e, zero_from, e->size};
 }
 
-HugeLayer::Fresh HugeLayer::take_span_strict(size_t usable, size_t align, size_t least, size_t want) noexcept {
+HugeLayer::Fresh HugeLayer::take_span_strict(size_t usable, size_t align, size_t least, size_t want,
+                                             bool thp) noexcept {
   // Block and headroom at once, uncommitted (commit 0): the chunk layer
   // would commit headroom it adds by growth, and the kernel charge it.
   const size_t sizes[2] = {want, least};
   for (size_t i = 0; i < 2; i++) {
     if (i == 1 && sizes[1] >= sizes[0]) break;
-    chunk::Allocation got = chunks_.alloc(sizes[i], align, 0);
+    chunk::Allocation got = chunks_.alloc(sizes[i], align, 0, thp);
     Extent* e = got.extent;
     if (e == nullptr) continue;
     const size_t zero_from = got.zeroed ? 0 : e->size;
@@ -143,7 +145,6 @@ void HugeLayer::adopt(Extent* e, Span* s, const Fresh& f, size_t usable) noexcep
   s->committed = f.committed;
   // The first `usable` bytes are the caller's (new, or carried over by a move).
   s->zero_from = f.zero_from > usable ? f.zero_from : usable;
-  s->advised = false;
   e->kind = ExtentKind::kHuge;
   e->owner = s;
   e->usable = usable;
@@ -202,49 +203,34 @@ void HugeLayer::shrink_block(Extent* e, Span* s, size_t usable) noexcept {
 
 // ---- transparent huge pages ------------------------------------------------
 
-bool HugeLayer::wants_thp(size_t usable) const noexcept {
+bool HugeLayer::wants_thp(size_t usable, bool growing) const noexcept {
+  // Only where the system's mode is madvise: in always mode every mapping
+  // gets huge pages anyway, in never mode none can.
+  if (chunks_.os().features().thp != os::ThpMode::kMadvise) return false;
   switch (options_.thp) {
     case ThpPolicy::kNever: return false;
     case ThpPolicy::kAlways: return true;
     case ThpPolicy::kAuto: break;
   }
-  return usable >= kHugePage;
-}
-
-bool HugeLayer::advise(uintptr_t lo, uintptr_t hi) noexcept {
-  if (lo >= hi) return true;
-  {
-    LockGuard g(lock_);
-    if (advised_.covers(lo, hi)) return true;
-  }
-  // Outside the lock: two threads advising the same range is harmless.
-  if (!chunks_.os().advise_huge(ptr(lo), hi - lo)) return false;
-  LockGuard g(lock_);
-  advised_.add(lo, hi);
-  return true;
-}
-
-void HugeLayer::advise_span(Extent* e, Span* s, size_t usable) noexcept {
-  if (!s->advised && wants_thp(usable)) s->advised = advise(e->base, e->end());
+  return growing && usable >= kHugePage;
 }
 
 // ---- alloc and free ----------------------------------------------------------
 
-void* HugeLayer::alloc(size_t size, size_t align, bool zero) noexcept {
+void* HugeLayer::alloc(size_t size, size_t align, bool zero, bool growing) noexcept {
   if (align < kPage) align = kPage;
   if (!is_pow2(align)) return nullptr;
   const size_t usable = size_for(size);
   if (usable == 0) return nullptr;
   Span* s = new_record();
   if (s == nullptr) return nullptr;
-  Fresh f = take_span(usable, align);
+  Fresh f = take_span(usable, align, growing);
   if (f.e == nullptr) {
     free_record(s);
     return nullptr;
   }
   adopt(f.e, s, f, 0);
   set_usable(f.e, s, usable, zero);
-  advise_span(f.e, s, usable);
   stats_.allocs.fetch_add(1, std::memory_order_relaxed);
   return ptr(f.e->base);
 }
@@ -292,11 +278,8 @@ bool HugeLayer::grow_in_place(Extent* e, Span* s, size_t usable, bool zero) noex
     stats_.span_bytes.fetch_add(e->end() - old_end, std::memory_order_relaxed);
     s->committed = e->size;
     if (!r.zeroed) s->zero_from = e->size;
-    // Advising only the added range merges it into the span's mapping.
-    if (s->advised) s->advised = advise(old_end, e->end());
   }
   set_usable(e, s, usable, zero);
-  advise_span(e, s, usable);  // a block that just reached the kAuto size
   stats_.growth[static_cast<size_t>(path)].fetch_add(1, std::memory_order_relaxed);
   return true;
 }
@@ -308,10 +291,7 @@ bool HugeLayer::restore_target(Extent* t, size_t len) noexcept {
   os::MapStatus st = chunks_.os().reserve_at(ptr(t->base), len);
   if (st == os::MapStatus::kOccupied) return true;  // refused before it touched the target
   if (st == os::MapStatus::kFailed) return false;
-  {
-    LockGuard g(lock_);
-    advised_.remove(t->base, t->base + len);  // a fresh mapping carries no advice
-  }
+  if (t->thp) (void)chunks_.os().advise_huge(ptr(t->base), len);  // a fresh mapping carries no advice
   return !strict() || chunks_.os().commit(ptr(t->base), len);
 }
 
@@ -348,22 +328,19 @@ void* HugeLayer::move(Extent* e, Span* s, size_t usable, size_t align, bool zero
   // The old block is gone (moved) or to be freed; s describes the new one.
   const size_t old_committed = s->committed;
   const size_t old_zero_from = s->zero_from;
-  const bool old_advised = s->advised;
   stats_.active_bytes.fetch_sub(e->usable, std::memory_order_relaxed);
   stats_.span_bytes.fetch_sub(e->size, std::memory_order_relaxed);
   adopt(t, s, f, carry);
   if (path == GrowthPath::kMremap) {
-    chunks_.forget(e);
-    // The moved pages brought their mapping's advice with them.
-    LockGuard g(lock_);
-    advised_.remove(from, from + carry);
-    if (old_advised) advised_.add(t->base, t->base + carry);
-    else advised_.remove(t->base, t->base + carry);
+    // The moved pages brought their mapping's flags along: moved from plain
+    // into huge-page space they split its mapping until advised like it.
+    if (t->thp && !e->thp) (void)chunks_.os().advise_huge(ptr(t->base), carry);
+    chunks_.mark_remapped(t);
+    chunks_.refill(e);
   } else {
     chunks_.free(e, strict() ? old_committed : old_zero_from);
   }
   set_usable(t, s, usable, zero);
-  advise_span(t, s, usable);
   stats_.growth[static_cast<size_t>(path)].fetch_add(1, std::memory_order_relaxed);
   return ptr(t->base);
 }

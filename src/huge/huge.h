@@ -47,10 +47,18 @@
 //
 // Transparent huge pages (ThpPolicy, only where the system's mode is
 // madvise; in always mode the kernel does it anyway, in never mode nothing
-// can): whole spans are advised, and growth advises only the added range,
-// which merges with the span's mapping -- one madvise per range ever, since
-// advice stays on a mapping after free (AdvisedSet), and a block always lies
-// in one mapping, which mremap needs.
+// can): a span comes from the chunk layer's huge-page space -- reservations
+// advised MADV_HUGEPAGE whole, kept apart from plain space -- when its block
+// is densely used, else from plain space. Advising each span on its own
+// split a reservation's mapping twice per span (34 000 live blocks made
+// 34 000 mappings, against vm.max_map_count's 65 530), and made every block
+// fully resident on its first touch (3 000 blocks of 2-4 MiB with one page
+// written held 6 GiB, glibc 24 MiB). Densely used, for kAuto: a block that
+// grows -- by realloc from a smaller block, or moved by growth -- such as a
+// growing vector; a block that grows in place stays where it is. A block
+// always lies in one mapping, which mremap needs: growth never crosses from
+// one space into the other, and pages moved from plain into huge-page space
+// are advised on arrival.
 #pragma once
 
 #include <atomic>
@@ -59,7 +67,6 @@
 
 #include "base/lock.h"
 #include "chunk/chunk.h"
-#include "huge/advised_set.h"
 
 namespace ductile::huge {
 
@@ -67,9 +74,9 @@ enum class GrowthPath : uint8_t { kHeadroom, kNeighbour, kFixedMap, kMremap, kCo
 inline constexpr size_t kGrowthPaths = static_cast<size_t>(GrowthPath::kCount);
 const char* growth_path_name(GrowthPath p) noexcept;
 
-// kAuto: advise spans whose block is at least one huge page (a smaller block
-// in a huge page would make its whole 2 MiB resident). kAlways: advise every
-// span. kNever: advise none.
+// kAuto: huge-page space for blocks that grow and are at least one huge page
+// (a smaller block in a huge page would make its whole 2 MiB resident).
+// kAlways: for every huge block. kNever: for none.
 enum class ThpPolicy : uint8_t { kAuto, kAlways, kNever };
 
 struct Options {
@@ -100,7 +107,9 @@ class HugeLayer {
   // A block of at least `size` bytes aligned to `align` (a power of two; any
   // value up to a page is served at page alignment); zeroed when `zero`.
   // nullptr on failure (the caller sets errno).
-  [[nodiscard]] void* alloc(size_t size, size_t align, bool zero) noexcept;
+  // `growing`: a block that grows (realloc of a smaller one): densely used,
+  // it goes to huge-page space (see wants_thp).
+  [[nodiscard]] void* alloc(size_t size, size_t align, bool zero, bool growing = false) noexcept;
   // Frees a block this layer handed out (`e` is chunks.lookup(p), kind kHuge).
   void free(chunk::Extent* e) noexcept;
   // The bytes the block may use (what malloc_usable_size reports).
@@ -139,8 +148,6 @@ class HugeLayer {
     // [base+zero_from, end) is known to read as zeroes: never touched since
     // it came clean. Saves the memset of a zeroing growth.
     size_t zero_from = 0;
-    // The whole span carries MADV_HUGEPAGE (or the policy said not to).
-    bool advised = false;
     Span* next = nullptr;  // free list
   };
   struct Fresh {
@@ -168,7 +175,7 @@ class HugeLayer {
   // which takes its headroom from recycled pages too; a new block takes it
   // from clean space only.
   Fresh take_span(size_t usable, size_t align, bool growing = false) noexcept;
-  Fresh take_span_strict(size_t usable, size_t align, size_t least, size_t want) noexcept;
+  Fresh take_span_strict(size_t usable, size_t align, size_t least, size_t want, bool thp) noexcept;
   // Makes e, freshly taken, a huge block of `usable` bytes described by s.
   void adopt(chunk::Extent* e, Span* s, const Fresh& f, size_t usable) noexcept;
   // Strict overcommit: commits the span up to `upto` bytes from its base.
@@ -188,18 +195,13 @@ class HugeLayer {
   // Returns the span's bytes past `keep` to the chunk layer (best effort).
   void trim_span(chunk::Extent* e, Span* s, size_t keep) noexcept;
 
-  bool wants_thp(size_t usable) const noexcept;
-  // MADV_HUGEPAGE on [lo, hi) unless it is known to be advised already.
-  // False when the kernel refused.
-  bool advise(uintptr_t lo, uintptr_t hi) noexcept;
-  // Advises the whole span if the policy wants it for a block of `usable` bytes.
-  void advise_span(chunk::Extent* e, Span* s, size_t usable) noexcept;
+  // Whether a span for a block of `usable` bytes comes from huge-page space.
+  bool wants_thp(size_t usable, bool growing) const noexcept;
 
   chunk::ChunkLayer& chunks_;
   Options options_;
-  mutable Mutex lock_;  // guards spare_ and advised_
+  mutable Mutex lock_;  // guards spare_
   Span* spare_ = nullptr;
-  AdvisedSet advised_;
   Counters stats_;
 };
 

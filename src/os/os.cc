@@ -193,8 +193,12 @@ bool Os::decommit(void* addr, size_t size) noexcept {
     return purge(&r, 1) == 1;
   }
   // Mapping PROT_NONE over the range drops its pages and its commit charge in one call.
+  return map_fresh(addr, size);
+}
+
+bool Os::map_fresh(void* addr, size_t size) noexcept {
   count(Call::kMmap);
-  return kernel_.mmap(addr, size, PROT_NONE, kPrivate | MAP_FIXED) == addr;
+  return kernel_.mmap(addr, size, prot_reserved(), flags_reserved() | MAP_FIXED) == addr;
 }
 
 void* Os::remap(void* old_addr, size_t old_size, size_t new_size, RemapMode mode, void* target) noexcept {

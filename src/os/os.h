@@ -115,6 +115,12 @@ class Os {
   [[nodiscard]] bool commit(void* addr, size_t size) noexcept;
   // Returns the pages and (strict mode) the commit charge; the range stays reserved.
   [[nodiscard]] bool decommit(void* addr, size_t size) noexcept;
+  // Maps fresh reserved space over [addr, addr+size), which the caller owns
+  // (MAP_FIXED): its pages and commit charge go, and the new mapping merges
+  // with neighbours that have the same flags. (Pages moved in by mremap keep
+  // a mapping of their own: anonymous memory keeps the page offset of where
+  // it was first mapped, so it never merges with its new neighbours.)
+  [[nodiscard]] bool map_fresh(void* addr, size_t size) noexcept;
 
   // mremap. Returns the new address, or nullptr with the block untouched.
   // kFixed moves onto `target` (which the caller owns; whatever was mapped
