@@ -7,6 +7,7 @@ noinst_LTLIBRARIES += libductile_core.la
 libductile_core_la_SOURCES = \
 	src/base/common.h \
 	src/base/lock.h \
+	src/base/thread.h \
 	src/base/log.cc \
 	src/os/kernel.h \
 	src/os/kernel_linux.cc \

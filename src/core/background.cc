@@ -1,7 +1,8 @@
 #include "core/background.h"
 
-#include <signal.h>
 #include <time.h>
+
+#include "base/thread.h"
 
 namespace ductile::core {
 
@@ -51,17 +52,8 @@ void BackgroundThread::wake() noexcept {
     }
     state_ = kRunning;  // claimed: a second caller sees kRunning and only signals
   }
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setstacksize(&attr, kStack);
-  // Created with every signal blocked: no handler of the program runs on it.
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
   pthread_t t;
-  int rc = pthread_create(&t, &attr, &BackgroundThread::main_thunk, this);
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  pthread_attr_destroy(&attr);
+  const int rc = start_helper_thread(&t, &BackgroundThread::main_thunk, this, kStack);
   LockGuard g(lock_);
   if (rc != 0) {
     state_ = kFailed;  // decay goes on from the allocator's own calls

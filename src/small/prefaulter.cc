@@ -1,6 +1,6 @@
 #include "small/prefaulter.h"
 
-#include <signal.h>
+#include "base/thread.h"
 
 namespace ductile::small {
 
@@ -36,18 +36,8 @@ bool Prefaulter::start() noexcept {
     state_ = kRunning;
     pending_start_.store(false, std::memory_order_relaxed);
   }
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setstacksize(&attr, kHelperStack);
-  // The helper inherits a mask that blocks every signal: no handler of the
-  // program ever runs on it.
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
   pthread_t t;
-  int rc = pthread_create(&t, &attr, &Prefaulter::main_thunk, this);
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  pthread_attr_destroy(&attr);
+  const int rc = start_helper_thread(&t, &Prefaulter::main_thunk, this, kHelperStack);
   LockGuard g(lock_);
   if (rc != 0) {
     state_ = kFailed;

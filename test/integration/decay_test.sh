@@ -5,13 +5,8 @@
 # the thread the same run keeps it all: what returns it is the thread.
 # Ends with "N passed, N failed".
 set -u
-builddir=${builddir:-.}
-lib=$(cd "$builddir" && pwd)/.libs/libductile.so
-prog=$builddir/test/integration/quiet_prog
-for f in "$lib" "$prog"; do
-  [ -e "$f" ] || { echo "not found: $f" >&2; exit 1; }
-done
 . "$(dirname "$0")/report.sh"
+need_built quiet_prog
 
 mib=256
 # quiet CONF SIZE WAIT_MS: prints "freed KIB after KIB"

@@ -1,5 +1,18 @@
-# Sourced by the integration test scripts: counts checks and prints the
-# closing line.  report NAME STATUS [DETAIL]; finish (exits non-zero on a failure).
+# Sourced by the integration test scripts: finds what they run, counts
+# checks and prints the closing line.
+#   need_built NAME     sets lib (the built libductile.so) and prog
+#                       (test/integration/NAME); exits if either is missing
+#   report NAME STATUS [DETAIL]
+#   finish              the closing line; non-zero status on a failure
+need_built() {
+  local builddir=${builddir:-.}
+  lib=$(cd "$builddir" && pwd)/.libs/libductile.so
+  prog=$builddir/test/integration/$1
+  local f
+  for f in "$lib" "$prog"; do
+    [ -e "$f" ] || { echo "not found: $f" >&2; exit 1; }
+  done
+}
 passed=0
 failed=0
 report() {

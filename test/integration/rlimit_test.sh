@@ -4,13 +4,8 @@
 # without ductile, and running out is NULL with ENOMEM, never a crash, with
 # work resuming after frees (rlimit_prog.c). Ends with "N passed, N failed".
 set -u
-builddir=${builddir:-.}
-lib=$(cd "$builddir" && pwd)/.libs/libductile.so
-prog=$builddir/test/integration/rlimit_prog
-for f in "$lib" "$prog"; do
-  [ -e "$f" ] || { echo "not found: $f" >&2; exit 1; }
-done
 . "$(dirname "$0")/report.sh"
+need_built rlimit_prog
 
 # Real programs under 64 MiB: the same output with and without ductile
 # (before, ductile's first 1 GiB reservation failed and `ls` printed

@@ -1,0 +1,29 @@
+// Starting ductile's own helper threads (the prefault helper, the background
+// thread).
+#pragma once
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstddef>
+
+namespace ductile {
+
+// Creates a thread running fn(arg) with a `stack`-byte stack and every
+// signal blocked, so that no handler of the program ever runs on it (it
+// inherits the mask it is created with). Returns pthread_create's result.
+// It allocates (pthread_create does): call it holding no allocator lock.
+inline int start_helper_thread(pthread_t* t, void* (*fn)(void*), void* arg, size_t stack) noexcept {
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, stack);
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  const int rc = pthread_create(t, &attr, fn, arg);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  pthread_attr_destroy(&attr);
+  return rc;
+}
+
+}  // namespace ductile
