@@ -704,7 +704,10 @@ ChunkLayer::PurgeResult ChunkLayer::purge_marked(Extent* const* batch, size_t n)
       total += batch[i]->size;
       stats_.purged_bytes += batch[i]->size;
       stats_.purges++;
-      set_remapped(batch[i], false);
+      if (batch[i]->remapped) {
+        set_remapped(batch[i], false);
+        batch[i]->committed = !os_.features().strict_overcommit;  // mapped afresh: as a new reservation
+      }
       insert_free(batch[i], ExtentState::kClean);
     } else {
       complete = false;

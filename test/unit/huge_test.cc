@@ -815,6 +815,33 @@ TEST_F(HugeTest, MovedBlockIsAdvisedAndBothRangesAreMappedAfresh) {
   expect_empty();
 }
 
+// Under strict overcommit a range mapped afresh is PROT_NONE again: the
+// chunk layer must know it is uncommitted, or the next block there faults.
+TEST_F(HugeTest, StrictOvercommitRangeMappedAfreshIsCommittedBeforeReuse) {
+  kernel_.overcommit = "2\n";
+  make();
+  ASSERT_TRUE(os_->features().strict_overcommit);
+  void* p = alloc(2 * kMiB);
+  Extent* e = extent(p);
+  Blocker b = block_after(e);
+  fill(p, 2 * kMiB, 's');
+  void* q = huge_->resize(e, 8 * kMiB, kPage, false);
+  ASSERT_NE(q, nullptr);
+  ASSERT_EQ(growth(GrowthPath::kMremap), 1u);
+  unblock(b);
+  EXPECT_TRUE(holds(q, 2 * kMiB, 's'));
+  fill(q, 8 * kMiB, 't');
+  free(q);
+  clock_.advance_ms(1500);
+  (void)chunks_->decay();  // maps the moved-in range afresh
+  void* r = huge_->alloc(8 * kMiB, kPage, false, true);
+  ASSERT_EQ(r, q);
+  fill(r, 8 * kMiB, 'u');  // committed, whatever range it got
+  EXPECT_TRUE(holds(r, 8 * kMiB, 'u'));
+  free(r);
+  expect_empty();
+}
+
 size_t mappings() {
   std::FILE* f = std::fopen("/proc/self/maps", "r");
   if (f == nullptr) return 0;
