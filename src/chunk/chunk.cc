@@ -525,7 +525,16 @@ GrowResult ChunkLayer::grow_locked(Extent* e, size_t new_size, bool may_map, boo
     } else {
       (void)page_map_.set_range(n_end - kPage, kPage, e);
     }
-    if (n->remapped) set_remapped(e, true);  // e now holds (part of) that mapping
+    if (n->remapped) {
+      // A free piece with moved-in pages: map the part taken afresh (its
+      // bytes are free anyway) rather than let e carry that mapping along
+      // uncounted (remapped_extents_ counts extents, and e may have one).
+      const uintptr_t to = n_end < end ? n_end : end;
+      void* at = ptr(n->base);
+      if (!(os_.map_fresh(at, to - n->base) && (!e->thp || os_.advise_huge(at, to - n->base)) &&
+            (!strict || os_.commit(at, to - n->base))))
+        set_remapped(e, true);  // e now holds (part of) that mapping
+    }
     recycle(n);
     a = n_end;
   }
