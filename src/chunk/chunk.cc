@@ -99,8 +99,8 @@ void ChunkLayer::mark_remapped(Extent* e) noexcept {
   set_remapped(e, true);
 }
 
-bool ChunkLayer::map_fresh(Extent* e) noexcept {
-  return os_.map_fresh(ptr(e->base), e->size) && (!e->thp || os_.advise_huge(ptr(e->base), e->size));
+bool ChunkLayer::map_fresh(uintptr_t base, size_t size, bool thp) noexcept {
+  return os_.map_fresh(ptr(base), size) && (!thp || os_.advise_huge(ptr(base), size));
 }
 
 void ChunkLayer::recycle(Extent* e) noexcept {
@@ -529,10 +529,8 @@ GrowResult ChunkLayer::grow_locked(Extent* e, size_t new_size, bool may_map, boo
       // A free piece with moved-in pages: map the part taken afresh (its
       // bytes are free anyway) rather than let e carry that mapping along
       // uncounted (remapped_extents_ counts extents, and e may have one).
-      const uintptr_t to = n_end < end ? n_end : end;
-      void* at = ptr(n->base);
-      if (!(os_.map_fresh(at, to - n->base) && (!e->thp || os_.advise_huge(at, to - n->base)) &&
-            (!strict || os_.commit(at, to - n->base))))
+      const size_t len = (n_end < end ? n_end : end) - n->base;
+      if (!(map_fresh(n->base, len, e->thp) && (!strict || os_.commit(ptr(n->base), len))))
         set_remapped(e, true);  // e now holds (part of) that mapping
     }
     recycle(n);

@@ -202,8 +202,10 @@ class ChunkLayer {
                      bool remapped) noexcept;
   // Sets e->remapped, keeping remapped_extents_ (lock held).
   void set_remapped(Extent* e, bool remapped) noexcept;
-  // Maps e's range afresh with its space's advice (no lock needed: e is ours).
-  bool map_fresh(Extent* e) noexcept;
+  // Maps [base, base+size) afresh, with huge-page advice for `thp` space (no
+  // lock needed: the range is ours).
+  bool map_fresh(uintptr_t base, size_t size, bool thp) noexcept;
+  bool map_fresh(const Extent* e) noexcept { return map_fresh(e->base, e->size, e->thp); }
   void recycle(Extent* e) noexcept;
   ExtentSet& set_for(ExtentState s, bool thp) noexcept { return s == ExtentState::kDirty ? dirty_[thp] : clean_[thp]; }
   size_t dirty_bytes() const noexcept { return dirty_[0].bytes() + dirty_[1].bytes(); }

@@ -395,10 +395,7 @@ void background_arm() noexcept { rt().chunks.arm(kBackgroundStart); }
 // True while something still awaits it.
 bool background_step() noexcept {
   bool slabs = false;
-  rt().for_each_bin([&](small::Bin& b) {
-    b.decay();
-    slabs |= b.stats().empty_slabs > small::Bin::kRetainEmpty;
-  });
+  rt().for_each_bin([&](small::Bin& b) { slabs |= b.decay(); });
   rt().arena.decay();
   (void)rt().chunks.decay();
   return slabs || rt().chunks.stats().dirty != 0;
@@ -510,13 +507,17 @@ void* alloc_aligned(size_t size, size_t align, bool zero) noexcept {
   return p;
 }
 
-void dealloc_slow(void* p) noexcept {
+namespace {
+void dealloc_impl(void* p, bool cached) {
   if (p == nullptr || is_bootstrap(p)) return;
   Extent* e = owner_of(p);
   if (e == nullptr) return;  // not ours: ignoring it is the one thing that cannot corrupt us
-  dealloc_extent(p, e);
+  dealloc_extent(p, e, cached);
   wake_background_if_rung();
 }
+}  // namespace
+
+void dealloc_slow(void* p) noexcept { dealloc_impl(p, true); }
 
 size_t usable_size(const void* p) noexcept {
   if (p == nullptr) return 0;
@@ -650,11 +651,7 @@ void* alloc_aligned_uncached(size_t size, size_t align, bool zero) noexcept {
   return alloc_impl(size, align, zero, false);
 }
 
-void dealloc_uncached(void* p) noexcept {
-  if (p == nullptr || is_bootstrap(p)) return;
-  Extent* e = owner_of(p);
-  if (e != nullptr) dealloc_extent(p, e, false);
-}
+void dealloc_uncached(void* p) noexcept { dealloc_impl(p, false); }
 
 small::ThreadCache* thread_cache() noexcept {
   if (!ensure_ready()) return nullptr;

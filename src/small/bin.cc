@@ -309,9 +309,11 @@ void Bin::flush_to_owners(const chunk::ChunkLayer& chunks, void** objs, size_t n
   while (n != 0) n = owner_of(chunks, objs[0])->flush(objs, n);
 }
 
-void Bin::decay() noexcept {
+bool Bin::decay() noexcept {
   chunk::ChunkLayer& chunks = arena_->chunks();
   release_empty(kRetainEmpty, chunks.options().decay_ns, chunks.now_ns());
+  LockGuard g(lock_);
+  return nempty_ > kRetainEmpty;
 }
 
 void Bin::release_empty(size_t keep, uint64_t min_age_ns, uint64_t now) noexcept {

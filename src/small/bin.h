@@ -86,8 +86,8 @@ class Bin {
   void trim() noexcept { release_empty(0); }
   // Releases empty slabs beyond kRetainEmpty that have stayed empty for the
   // decay time (the background thread: a class nobody frees into any more
-  // would otherwise keep them for ever).
-  void decay() noexcept;
+  // would otherwise keep them for ever). True while surplus empty slabs remain.
+  bool decay() noexcept;
 
   BinStats stats() const noexcept;
   void prefork() noexcept { lock_.lock(); }
