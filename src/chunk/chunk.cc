@@ -112,8 +112,10 @@ void ChunkLayer::recycle(Extent* e) noexcept {
 
 void ChunkLayer::clear_interior(Extent* e) noexcept {
   if (!e->interior_mapped) return;
+  // All of it, boundaries too: the caller records those again, and a record
+  // at a 2 MiB-aligned page goes elsewhere than the page entry cleared here.
   // The nodes exist (the range was mapped before), so this cannot fail.
-  if (e->size > 2 * kPage) (void)page_map_.set_range(e->base + kPage, e->size - 2 * kPage, nullptr);
+  (void)page_map_.set_range(e->base, e->size, nullptr);
   e->interior_mapped = false;
 }
 
@@ -125,8 +127,9 @@ void ChunkLayer::insert_free(Extent* e, ExtentState state) noexcept {
     if (left != nullptr && left != e && left->state == state && left->end() == e->base &&
         left->committed == e->committed && left->thp == e->thp && !left->remapped && !e->remapped) {
       set.remove(left);
-      // The old boundary between them is interior now: point it at the survivor.
-      (void)page_map_.set_range(e->base - kPage, kPage, e);
+      // The old boundary between them is interior now: its records go.
+      page_map_.clear_record(e->base - kPage);
+      page_map_.clear_record(e->base);
       e->base = left->base;
       e->size += left->size;
       if (left->freed_ns > e->freed_ns) e->freed_ns = left->freed_ns;
@@ -137,7 +140,8 @@ void ChunkLayer::insert_free(Extent* e, ExtentState state) noexcept {
   if (right != nullptr && right != e && right->state == state && right->base == e->end() &&
       right->committed == e->committed && right->thp == e->thp && !right->remapped && !e->remapped) {
     set.remove(right);
-    (void)page_map_.set_range(right->base, kPage, e);
+    page_map_.clear_record(e->end() - kPage);
+    page_map_.clear_record(right->base);
     e->size += right->size;
     if (right->freed_ns > e->freed_ns) e->freed_ns = right->freed_ns;
     recycle(right);
@@ -236,8 +240,7 @@ size_t ChunkLayer::unmap_free() noexcept {
         return bytes;
       }
       clear_interior(e);
-      (void)page_map_.set_range(e->base, kPage, nullptr);
-      (void)page_map_.set_range(e->end() - kPage, kPage, nullptr);
+      page_map_.clear_boundaries(e);
       stats_.reserved -= e->size;
       bytes += e->size;
       recycle(e);
@@ -285,11 +288,21 @@ bool ChunkLayer::reserve(size_t res, size_t hint_align, bool thp) noexcept {
   return true;
 }
 
-Allocation ChunkLayer::alloc(size_t size, size_t align, size_t commit, bool thp) noexcept {
+Allocation ChunkLayer::alloc(size_t size, size_t align, size_t commit, bool thp, size_t room) noexcept {
   if (!valid_size(size) || !is_pow2(align) || align < kPage) return {};
+  if (room != 0 && (!valid_size(room) || !valid_size(size + room))) room = 0;
   maybe_decay();
   LockGuard g(lock_);
   Extent* e = dirty_[thp].find(size, align);
+  // Block and room from one clean extent, carved once: taking the block
+  // first and growing it over its room would write the page-map entry at
+  // the block's end too, a leaf page of its own for a huge block.
+  auto clean_with_room = [&] {
+    if (room == 0) return false;
+    e = clean_[thp].find(size + room, align);
+    if (e != nullptr) size += room;
+    return e != nullptr;
+  };
   if (e == nullptr) {
     // No dirty extent holds it alone: dirty pages together with the free run
     // next to them still beat untouched space (each untouched page faults,
@@ -298,11 +311,11 @@ Allocation ChunkLayer::alloc(size_t size, size_t align, size_t commit, bool thp)
       stats_.allocs++;
       return {r, false};
     }
-    e = clean_[thp].find(size, align);
+    if (!clean_with_room()) e = clean_[thp].find(size, align);
   }
   if (e == nullptr) {
-    if (!reserve_more(size, align, thp)) return {};
-    e = clean_[thp].find(size, align);
+    if (!reserve_more(size + room, align, thp) && (room == 0 || !reserve_more(size, align, thp))) return {};
+    if (!clean_with_room()) e = clean_[thp].find(size, align);
     if (e == nullptr) return {};
   }
   bool zeroed = e->state == ExtentState::kClean;
@@ -315,7 +328,7 @@ Allocation ChunkLayer::alloc(size_t size, size_t align, size_t commit, bool thp)
     return {};
   }
   e->state = ExtentState::kActive;
-  (void)page_map_.set_boundaries(e);
+  (void)page_map_.set_active_boundaries(e);
   stats_.active += e->size;
   stats_.allocs++;
   return {e, zeroed};
@@ -393,7 +406,7 @@ Extent* ChunkLayer::take_dirty_run(size_t size, size_t align, bool thp) noexcept
   Extent* e = carve(best_piece, best, first);
   if (e == nullptr) return nullptr;
   e->state = ExtentState::kActive;
-  (void)page_map_.set_boundaries(e);
+  (void)page_map_.set_active_boundaries(e);
   stats_.active += e->size;
   if (first < size && grow_locked(e, size, false, false).path == GrowPath::kRefused) {
     stats_.active -= e->size;
@@ -421,7 +434,7 @@ Allocation ChunkLayer::alloc_at(uintptr_t a, size_t size) noexcept {
     return {};
   }
   e->state = ExtentState::kActive;
-  (void)page_map_.set_boundaries(e);
+  (void)page_map_.set_active_boundaries(e);
   stats_.active += e->size;
   stats_.allocs++;
   stats_.alloc_at_hits++;
@@ -506,12 +519,14 @@ GrowResult ChunkLayer::grow_locked(Extent* e, size_t new_size, bool may_map, boo
     }
   }
   // Take the run: each piece's boundary pages are e's interior (or its new
-  // last page) now; the last piece's part past `end` stays free.
+  // last page) now, and so is e's old last page: their records go. The last
+  // piece's part past `end` stays free.
+  if (!e->interior_mapped && start - kPage != e->base && run_end > start) page_map_.clear_record(start - kPage);
   for (uintptr_t a = start; a < run_end;) {
     Extent* n = page_map_.lookup(a);
     uintptr_t n_end = n->end();
     set_for(n->state, n->thp).remove(n);
-    (void)page_map_.set_range(n->base, kPage, e);
+    page_map_.clear_record(n->base);
     if (n_end > end) {
       tail->base = end;
       tail->size = n_end - end;
@@ -523,7 +538,7 @@ GrowResult ChunkLayer::grow_locked(Extent* e, size_t new_size, bool may_map, boo
       set_for(tail->state, tail->thp).insert(tail);
       tail = nullptr;
     } else {
-      (void)page_map_.set_range(n_end - kPage, kPage, e);
+      page_map_.clear_record(n_end - kPage);
     }
     if (n->remapped) {
       // A free piece with moved-in pages: map the part taken afresh (its
@@ -543,7 +558,7 @@ GrowResult ChunkLayer::grow_locked(Extent* e, size_t new_size, bool may_map, boo
   }
   e->size = new_size;
   if (e->interior_mapped) (void)page_map_.set_range(start, end - start, e);
-  (void)page_map_.set_boundaries(e);
+  (void)page_map_.set_active_boundaries(e);
   if (rest) insert_free(rest, ExtentState::kClean);
   stats_.active += end - start;
   if (count && run_end > start) stats_.alloc_at_hits++;
@@ -559,7 +574,7 @@ bool ChunkLayer::shrink(Extent* e, size_t new_size) noexcept {
   if (tail == nullptr) return false;
   if (e->interior_mapped) (void)page_map_.set_range(tail->base, tail->size, nullptr);
   e->size = new_size;
-  (void)page_map_.set_boundaries(e);
+  (void)page_map_.set_active_boundaries(e);  // the new last page was interior: zero
   stats_.active -= tail->size;
   tail->freed_ns = clock_.now_ns();
   insert_free(tail, ExtentState::kDirty);
@@ -634,8 +649,7 @@ void ChunkLayer::forget(Extent* e) noexcept {
   DUCTILE_CHECK(e != nullptr && e->state == ExtentState::kActive);
   LockGuard g(lock_);
   clear_interior(e);
-  (void)page_map_.set_range(e->base, kPage, nullptr);
-  (void)page_map_.set_range(e->end() - kPage, kPage, nullptr);
+  page_map_.clear_boundaries(e);
   stats_.active -= e->size;
   stats_.reserved -= e->size;
   recycle(e);

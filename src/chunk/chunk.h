@@ -107,8 +107,13 @@ class ChunkLayer {
   // `thp`: from huge-page address space, kept apart from plain space and
   // advised MADV_HUGEPAGE a whole reservation at a time, for blocks that are
   // densely used (whatever touches a page of it gets a whole huge page).
+  // `room`: bytes wanted behind the block from clean space (a huge block's
+  // headroom). Where no dirty extent holds the block, a clean extent that
+  // holds block and room is taken whole, in one carve: the extent comes back
+  // `size + room` bytes long. Otherwise it is `size` bytes, and the caller
+  // may grow() it.
   [[nodiscard]] Allocation alloc(size_t size, size_t align = kPage, size_t commit = SIZE_MAX,
-                                 bool thp = false) noexcept;
+                                 bool thp = false, size_t room = 0) noexcept;
   // The free extent that starts exactly at `a`, cut to `size` bytes; refused
   // (extent == nullptr) when no free extent of at least that size starts there.
   [[nodiscard]] Allocation alloc_at(uintptr_t a, size_t size) noexcept;
@@ -159,7 +164,7 @@ class ChunkLayer {
   // Tags the page-map entry of the first page of active extent `e` (owned
   // by the caller). Any later change of e's boundaries (grow, shrink, free)
   // clears it again.
-  void tag_first_page(Extent* e, uint16_t tag) noexcept { page_map_.set_tag(e->base, e, tag); }
+  void tag_first_page(Extent* e, uint16_t tag) noexcept { page_map_.set_tag(e->base, e, tag, e->interior_mapped); }
   // Lends [base, base + size) of active, interior-mapped extent `parent` to
   // an upper layer that carves it further (a slab region's slabs): a new
   // active extent with every page mapped to it (untagged; map_interior

@@ -20,6 +20,13 @@ std::atomic<uintptr_t>* PageMap::entry(uintptr_t a, bool create) noexcept {
   return &leaf->slots[page & (kFanout - 1)];
 }
 
+std::atomic<uintptr_t>* PageMap::record(uintptr_t a, bool create) noexcept {
+  std::atomic<uintptr_t>* slot = entry(a, create);
+  if (slot == nullptr || (a & (kHugePage - 1)) != 0) return slot;
+  Leaf* leaf = root_[(a >> kPageShift) >> kLevelBits].load(std::memory_order_relaxed);
+  return &leaf->coarse[(a >> kHugePageShift) & (kCoarse - 1)];
+}
+
 bool PageMap::ensure(uintptr_t a, size_t len) noexcept {
   if (len == 0) return true;
   uintptr_t last = a + len - 1;
@@ -40,20 +47,36 @@ bool PageMap::set_range(uintptr_t a, size_t len, Extent* e, uint16_t tag) noexce
   return true;
 }
 
-void PageMap::set_tag(uintptr_t a, Extent* e, uint16_t tag) noexcept {
-  std::atomic<uintptr_t>* slot = entry(a, false);
+void PageMap::set_tag(uintptr_t a, Extent* e, uint16_t tag, bool mapped) noexcept {
+  std::atomic<uintptr_t>* slot = mapped ? entry(a, false) : record(a, false);
   DUCTILE_CHECK(slot != nullptr && entry_extent(slot->load(std::memory_order_relaxed)) == e);
   slot->store(make_entry(e, tag), std::memory_order_release);
 }
 
 bool PageMap::set_boundaries(Extent* e) noexcept {
-  std::atomic<uintptr_t>* first = entry(e->base, true);
-  std::atomic<uintptr_t>* last = entry(e->end() - kPage, true);
+  std::atomic<uintptr_t>* first = record(e->base, true);
+  std::atomic<uintptr_t>* last = record(e->end() - kPage, true);
   if (first == nullptr || last == nullptr) return false;
   const uintptr_t v = make_entry(e, 0);
   first->store(v, std::memory_order_release);
   last->store(v, std::memory_order_release);
   return true;
+}
+
+bool PageMap::set_active_boundaries(Extent* e) noexcept {
+  std::atomic<uintptr_t>* first = record(e->base, true);
+  if (first == nullptr) return false;
+  first->store(make_entry(e, 0), std::memory_order_release);
+  return true;
+}
+
+void PageMap::clear_record(uintptr_t a) noexcept {
+  if (std::atomic<uintptr_t>* slot = record(a, false)) slot->store(0, std::memory_order_release);
+}
+
+void PageMap::clear_boundaries(const Extent* e) noexcept {
+  clear_record(e->base);
+  clear_record(e->end() - kPage);
 }
 
 }  // namespace ductile::chunk

@@ -15,6 +15,27 @@
 // instead of loading the extent. lookup() strips the tag; every write that
 // does not pass a tag clears it, so a tag never outlives the mapping it was
 // set with.
+//
+// Two kinds of entries. *Records* say where an extent begins and ends: the
+// chunk layer writes one at an extent's first page and (for a free extent)
+// at its last, which is all that neighbour lookups need. A record at a
+// 2 MiB-aligned page goes to the leaf's *coarse* slots, one per 2 MiB,
+// instead of the page's own entry: a huge span starts (and its neighbour
+// starts) at such a page, and the page entries of two spans 2 MiB or more
+// apart lie in different 4 KiB pages of the leaf, a resident page of
+// metadata per span (30 000 sparsely used 2-4 MiB blocks held 245 MiB of
+// it). *Mapped ranges* (set_range) are page entries for every page of an
+// extent, tagged or not, for upper layers that look up interior pointers.
+// lookup_entry() reads the page entry and, where that is zero at a
+// 2 MiB-aligned page, the coarse slot. Invariants the chunk layer keeps:
+//  * the page entry of a 2 MiB-aligned page is zero unless a mapped range
+//    covers it (records never go there);
+//  * entries strictly inside an extent are zero unless a mapped range
+//    covers them, and an active extent's last page is recorded only where
+//    it was a free extent's last page before: a record that becomes
+//    interior is cleared, never left pointing at a merged extent. (Reading
+//    an entry to check it is no help: on some kernels a read of a
+//    never-written page makes it resident too.)
 #pragma once
 
 #include <atomic>
@@ -56,7 +77,7 @@ class PageMap {
   static uint16_t entry_tag(uintptr_t v) { return static_cast<uint16_t>(v >> kTagShift); }
 
   // The raw entry (extent pointer and tag) of the page holding a; 0 when no
-  // extent was ever registered there.
+  // extent is recorded or mapped there.
   DUCTILE_ALWAYS_INLINE uintptr_t lookup_entry(uintptr_t a) const noexcept {
     // The root index doubles as the range test: it is below kFanout exactly
     // when a is below 2^kAddressBits (one shift fewer for free()).
@@ -64,27 +85,44 @@ class PageMap {
     if (top >= kFanout) return 0;
     Leaf* leaf = root_[top].load(std::memory_order_acquire);
     if (leaf == nullptr) return 0;
-    return leaf->slots[(a >> kPageShift) & (kFanout - 1)].load(std::memory_order_acquire);
+    uintptr_t v = leaf->slots[(a >> kPageShift) & (kFanout - 1)].load(std::memory_order_acquire);
+    if (DUCTILE_UNLIKELY(v == 0) && (a & (kHugePage - kPage)) == 0)
+      v = leaf->coarse[(a >> kHugePageShift) & (kCoarse - 1)].load(std::memory_order_acquire);
+    return v;
   }
   // nullptr when no extent was ever registered at that page.
   Extent* lookup(uintptr_t a) const noexcept { return entry_extent(lookup_entry(a)); }
 
-  // Maps every page of [a, a+len) to e, with `tag`. Fails only when metadata
-  // cannot be allocated; then nothing the caller relies on has changed for
-  // pages that could not be set (they keep their old value).
+  // Maps every page of [a, a+len) to e, with `tag` (a mapped range; nullptr
+  // clears the page entries). Fails only when metadata cannot be allocated;
+  // then nothing the caller relies on has changed for pages that could not
+  // be set (they keep their old value).
   [[nodiscard]] bool set_range(uintptr_t a, size_t len, Extent* e, uint16_t tag = 0) noexcept;
-  // Sets the tag of the page holding a, which must map to e already.
-  void set_tag(uintptr_t a, Extent* e, uint16_t tag) noexcept;
-  // Maps the first and last page of e to e: enough for neighbour lookups.
+  // Sets the tag of page a's entry, which holds e already: its page entry
+  // where a mapped range covers it (`mapped`), else e's record there.
+  void set_tag(uintptr_t a, Extent* e, uint16_t tag, bool mapped) noexcept;
+  // Records e at its first and last page: enough for neighbour lookups.
   [[nodiscard]] bool set_boundaries(Extent* e) noexcept;
+  // Records an extent being handed out (kActive) at its first page only: its
+  // last page keeps what it holds, zero or e (see the invariants above).
+  [[nodiscard]] bool set_active_boundaries(Extent* e) noexcept;
+  // Clears e's records at its first and last page.
+  void clear_boundaries(const Extent* e) noexcept;
+  // Clears the record at page a (one that became an extent's interior).
+  void clear_record(uintptr_t a) noexcept;
   // Pre-creates the nodes covering [a, a+len), so later sets cannot fail.
   [[nodiscard]] bool ensure(uintptr_t a, size_t len) noexcept;
 
  private:
+  static constexpr size_t kCoarse = kFanout >> (kHugePageShift - kPageShift);
   struct Leaf {
     std::atomic<uintptr_t> slots[kFanout];
+    std::atomic<uintptr_t> coarse[kCoarse];  // records at 2 MiB-aligned pages
   };
   std::atomic<uintptr_t>* entry(uintptr_t a, bool create) noexcept;
+  // Where page a's record lives: its coarse slot when a is 2 MiB-aligned,
+  // else its page entry.
+  std::atomic<uintptr_t>* record(uintptr_t a, bool create) noexcept;
 
   MetaAlloc& meta_;
   Mutex grow_lock_;  // serialises leaf creation only

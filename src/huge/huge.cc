@@ -84,12 +84,14 @@ HugeLayer::Fresh HugeLayer::take_span(size_t usable, size_t align, bool growing)
   // still faulted-in extent before fresh space, the tightest first. Then its
   // headroom from whatever is free behind it. (Asking for block + headroom
   // at once would pass over the extent a block of the same size just freed:
-  // its headroom went back clean, apart from it.)
-  chunk::Allocation got = chunks_.alloc(least, a, SIZE_MAX, thp);
+  // its headroom went back clean, apart from it.) From clean space, block
+  // and headroom come in one carve (`room`), which leaves the page-map entry
+  // at the block's end unwritten.
+  chunk::Allocation got = chunks_.alloc(least, a, SIZE_MAX, thp, want - least);
   Extent* e = got.extent;
   if (e == nullptr) return {};
   size_t zero_from = got.zeroed ? 0 : e->size;
-  if (want > least) {
+  if (want > e->size) {
     // A new block takes headroom only from clean space: recycled pages
     // behind it would stay resident, unused, for as long as it lives (cycling
     // 5-25 MiB blocks held about 130 MiB so). A new block on recycled pages

@@ -56,7 +56,7 @@ TEST(PageMap, TagsRoundTripAndLookupIgnoresThem) {
     }
   }
   for (uint16_t tag : {uint16_t{1}, uint16_t{0x8000}, uint16_t{0xffff}}) {
-    map.set_tag(e.base, &e, tag);
+    map.set_tag(e.base, &e, tag, true);
     EXPECT_EQ(chunk::PageMap::entry_tag(map.lookup_entry(e.base)), tag);
     EXPECT_EQ(map.lookup(e.base), &e);
     EXPECT_EQ(map.lookup(e.base + kPage), &e);  // only that page changed
@@ -65,11 +65,45 @@ TEST(PageMap, TagsRoundTripAndLookupIgnoresThem) {
   // A write without a tag clears it: set_range and set_boundaries alike.
   ASSERT_TRUE(map.set_range(e.base, kPage, &e));
   EXPECT_EQ(chunk::PageMap::entry_tag(map.lookup_entry(e.base)), 0u);
-  map.set_tag(e.end() - kPage, &e, 5);
+  map.set_tag(e.end() - kPage, &e, 5, true);
   ASSERT_TRUE(map.set_boundaries(&e));
   EXPECT_EQ(chunk::PageMap::entry_tag(map.lookup_entry(e.end() - kPage)), 0u);
   EXPECT_EQ(map.lookup_entry(e.end()), 0u);
   EXPECT_EQ(map.lookup_entry(uintptr_t{1} << 48), 0u);
+}
+
+// Records at 2 MiB-aligned pages (where huge spans begin) and page entries
+// answer together: the record where no mapped range covers the page, the
+// mapped range where one does, and clearing either leaves the other.
+TEST(PageMap, RecordsAndMappedRangesAtHugePageBoundaries) {
+  test::FakeKernel k;
+  os::Os os(k);
+  chunk::MetaAlloc meta(os);
+  chunk::PageMap map(meta);
+  chunk::Extent e, s;
+  e.base = uintptr_t{5} << 40;
+  e.size = 2 * kHugePage;
+  ASSERT_TRUE(map.set_boundaries(&e));
+  EXPECT_EQ(map.lookup(e.base), &e);
+  EXPECT_EQ(map.lookup(e.base + 100), &e);  // any byte of the first page
+  EXPECT_EQ(map.lookup(e.end() - 1), &e);
+  EXPECT_EQ(map.lookup(e.base + kHugePage), nullptr);  // interior: nothing
+  map.set_tag(e.base, &e, 9, false);
+  EXPECT_EQ(chunk::PageMap::entry_tag(map.lookup_entry(e.base)), 9u);
+  // A mapped range over the same page answers first, with its own tag.
+  s.base = e.base;
+  s.size = kPage;
+  ASSERT_TRUE(map.set_range(s.base, s.size, &s, 3));
+  EXPECT_EQ(map.lookup(e.base), &s);
+  EXPECT_EQ(chunk::PageMap::entry_tag(map.lookup_entry(e.base)), 3u);
+  ASSERT_TRUE(map.set_range(s.base, s.size, nullptr));
+  EXPECT_EQ(map.lookup(e.base), &e);
+  // An active extent is recorded at its first page only; records go again.
+  ASSERT_TRUE(map.set_active_boundaries(&e));
+  EXPECT_EQ(chunk::PageMap::entry_tag(map.lookup_entry(e.base)), 0u);
+  map.clear_boundaries(&e);
+  EXPECT_EQ(map.lookup(e.base), nullptr);
+  EXPECT_EQ(map.lookup(e.end() - kPage), nullptr);
 }
 
 TEST(PageMap, NodeAllocationFailureIsReported) {
