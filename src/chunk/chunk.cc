@@ -565,19 +565,41 @@ GrowResult ChunkLayer::grow_locked(Extent* e, size_t new_size, bool may_map, boo
   return {map != 0 ? GrowPath::kMapped : GrowPath::kNeighbour, zeroed};
 }
 
-bool ChunkLayer::shrink(Extent* e, size_t new_size) noexcept {
+bool ChunkLayer::shrink(Extent* e, size_t new_size, size_t written) noexcept {
   if (e == nullptr || e->state != ExtentState::kActive || !valid_size(new_size) || new_size >= e->size)
     return false;
   LockGuard g(lock_);
-  Extent* tail =
-      new_extent(e->base + new_size, e->size - new_size, ExtentState::kActive, e->committed, e->thp, e->remapped);
-  if (tail == nullptr) return false;
-  if (e->interior_mapped) (void)page_map_.set_range(tail->base, tail->size, nullptr);
+  // [new_size, dirty_end) may hold written pages; [dirty_end, size) never did.
+  size_t dirty_end = written >= e->size ? e->size : align_up(written, kPage);
+  if (dirty_end < new_size) dirty_end = new_size;
+  Extent* tail = nullptr;
+  Extent* clean = nullptr;
+  if (dirty_end > new_size) {
+    tail = new_extent(e->base + new_size, dirty_end - new_size, ExtentState::kActive, e->committed, e->thp,
+                      e->remapped);
+    if (tail == nullptr) return false;
+  }
+  if (dirty_end < e->size) {
+    // Moved-in pages lie before `written` (they were written): not here.
+    clean = new_extent(e->base + dirty_end, e->size - dirty_end, ExtentState::kActive, e->committed, e->thp, false);
+    if (clean == nullptr) {
+      if (tail == nullptr) return false;
+      tail->size = e->size - new_size;  // all of it dirty, as before
+    }
+  }
+  if (e->interior_mapped) (void)page_map_.set_range(e->base + new_size, e->size - new_size, nullptr);
+  stats_.active -= e->size - new_size;
   e->size = new_size;
   (void)page_map_.set_active_boundaries(e);  // the new last page was interior: zero
-  stats_.active -= tail->size;
-  tail->freed_ns = clock_.now_ns();
-  insert_free(tail, ExtentState::kDirty);
+  const uint64_t now = clock_.now_ns();
+  if (tail != nullptr) {
+    tail->freed_ns = now;
+    insert_free(tail, ExtentState::kDirty);
+  }
+  if (clean != nullptr) {
+    clean->freed_ns = now;
+    insert_free(clean, ExtentState::kClean);
+  }
   ring_if_due(dirty_bytes());
   return true;
 }

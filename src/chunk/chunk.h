@@ -126,8 +126,10 @@ class ChunkLayer {
   // With `clean_only`, a dirty extent in the run refuses it too (for room
   // that should not hold resident pages, such as a new block's headroom).
   [[nodiscard]] GrowResult grow(Extent* e, size_t new_size, bool may_map, bool clean_only = false) noexcept;
-  // Returns the tail of active extent `e` beyond `new_size` as a dirty free extent.
-  [[nodiscard]] bool shrink(Extent* e, size_t new_size) noexcept;
+  // Returns the tail of active extent `e` beyond `new_size` as a free
+  // extent: dirty up to `written` bytes from e's start (what may have been
+  // written), clean past it (never touched: reads as zero).
+  [[nodiscard]] bool shrink(Extent* e, size_t new_size, size_t written = SIZE_MAX) noexcept;
   // Retains `e` as a dirty free extent. Bytes past `committed` go back clean:
   // in strict overcommit mode they were never committed (and stay so); in
   // normal mode the caller vouches that they were never written since they

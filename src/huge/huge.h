@@ -189,6 +189,9 @@ class HugeLayer {
   // After a failed mremap onto `t`: makes sure [t, t+len) is still mapped.
   bool restore_target(chunk::Extent* t, size_t len) noexcept;
   // The block becomes `usable` bytes: zeroes the new bytes when asked, counts.
+  // Zeroes [a, a+n): large page-aligned parts by dropping their pages.
+  void zero_range(uintptr_t a, size_t n) noexcept;
+  static constexpr size_t kZeroByPurge = 2 * kHugePage;
   void set_usable(chunk::Extent* e, Span* s, size_t usable, bool zero) noexcept;
   // Shrinks the block to `usable` bytes and gives back the span past its policy size.
   void shrink_block(chunk::Extent* e, Span* s, size_t usable) noexcept;

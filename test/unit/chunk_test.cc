@@ -265,7 +265,8 @@ TEST_F(ChunkTest, PageMapEntriesNeverPointAtAnotherExtent) {
       } else if (op == 7) {
         (void)chunks_->grow(e, e->size + (1 + rng() % 512) * kPage, rng() % 2);
       } else if (op == 8 && e->size > kPage) {
-        ASSERT_TRUE(chunks_->shrink(e, (1 + rng() % (e->size / kPage - 1)) * kPage));
+        ASSERT_TRUE(chunks_->shrink(e, (1 + rng() % (e->size / kPage - 1)) * kPage,
+                                    rng() % 2 ? SIZE_MAX : rng() % e->size));
       } else {
         (void)chunks_->trim();
       }
