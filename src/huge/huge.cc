@@ -79,7 +79,12 @@ HugeLayer::Fresh HugeLayer::take_span(size_t usable, size_t align, bool growing)
   if (least == 0) least = usable;
   const size_t want = span_for(usable);
   const bool thp = wants_thp(usable, growing);
-  if (strict()) return take_span_strict(usable, a, least, want, thp);
+  if (strict()) {
+    // A new block that is not growing: exactly its pages, page-aligned (see
+    // take_span_strict).
+    if (!growing) return take_span_strict(usable, align > kPage ? align : kPage, usable, usable, thp);
+    return take_span_strict(usable, a, least, want, thp);
+  }
   // The block first, where the chunk layer places it best: a recycled,
   // still faulted-in extent before fresh space, the tightest first. Then its
   // headroom from whatever is free behind it. (Asking for block + headroom
@@ -123,6 +128,12 @@ HugeLayer::Fresh HugeLayer::take_span_strict(size_t usable, size_t align, size_t
                                              bool thp) noexcept {
   // Block and headroom at once, uncommitted (commit 0): the chunk layer
   // would commit headroom it adds by growth, and the kernel charge it.
+  // Under strict overcommit uncommitted space is PROT_NONE, a mapping apart
+  // from the block's: a block with headroom is two mappings, and 32 700 live
+  // blocks reached vm.max_map_count. So only a block that grows (a move by
+  // realloc) gets headroom and 2 MiB alignment; a new block is its pages
+  // alone, placed right after the last, and consecutive blocks are one
+  // read-write mapping.
   const size_t sizes[2] = {want, least};
   for (size_t i = 0; i < 2; i++) {
     if (i == 1 && sizes[1] >= sizes[0]) break;
