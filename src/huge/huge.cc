@@ -38,11 +38,12 @@ size_t HugeLayer::size_for(size_t size) noexcept {
   return size == 0 ? kPage : align_up(size, kPage);
 }
 
-size_t HugeLayer::span_for(size_t usable) const noexcept {
+size_t HugeLayer::span_for(size_t usable, bool growing) const noexcept {
+  const unsigned factor = growing ? options_.growth_headroom_factor : options_.headroom_factor;
   size_t room = 0;
-  if (options_.headroom_factor != 0) {
+  if (factor != 0) {
     room = options_.max_headroom;
-    if (usable <= room / options_.headroom_factor) room = usable * options_.headroom_factor;
+    if (usable <= room / factor) room = usable * factor;
   }
   size_t span = usable + room;
   if (span < usable) span = usable;
@@ -77,7 +78,7 @@ HugeLayer::Fresh HugeLayer::take_span(size_t usable, size_t align, bool growing)
   const size_t a = align > kHugePage ? align : kHugePage;
   size_t least = align_up(usable, kHugePage);
   if (least == 0) least = usable;
-  const size_t want = span_for(usable);
+  const size_t want = span_for(usable, growing);
   const bool thp = wants_thp(usable, growing);
   if (strict()) {
     // A new block that is not growing: exactly its pages, page-aligned (see
@@ -286,7 +287,7 @@ GrowResult HugeLayer::extend(Extent* e, size_t usable) noexcept {
   // Take the new size's headroom along when it is free: it costs nothing
   // until touched. Not under strict overcommit, where the chunk layer
   // commits (and the kernel charges) what it adds.
-  const size_t want = strict() ? usable : span_for(usable);
+  const size_t want = strict() ? usable : span_for(usable, true);
   for (int pass = 0; pass < 2; pass++) {
     const bool may_map = pass == 1;  // the neighbours first, then a mapping past them
     GrowResult r = chunks_.grow(e, want, may_map);

@@ -87,6 +87,9 @@ struct Options {
   // Headroom = headroom_factor x block (0: none), at most max_headroom.
   unsigned headroom_factor = 1;
   size_t max_headroom = size_t{1} << 30;
+  // For a block that is growing (moved by growth, or grown past its span):
+  // it has shown that it grows, and three more doublings fit in place.
+  unsigned growth_headroom_factor = 7;
 };
 
 struct HugeStats {
@@ -133,7 +136,7 @@ class HugeLayer {
   void set_threshold(size_t t) noexcept { __atomic_store_n(&options_.threshold, t, __ATOMIC_RELAXED); }
 
   // The span a block of `usable` bytes gets: block + headroom, whole huge pages.
-  size_t span_for(size_t usable) const noexcept;
+  size_t span_for(size_t usable, bool growing = false) const noexcept;
 
   void prefork() noexcept { lock_.lock(); }
   void postfork_parent() noexcept { lock_.unlock(); }
