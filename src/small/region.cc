@@ -13,14 +13,20 @@ struct Region {
   uint32_t high = 0;     // the carve point: no page at or above it was ever lent
   uint32_t ahead = 0;    // pages below this were queued for the prefault helper
   uint32_t purging = 0;  // ranges of it in purge jobs now
-  uint64_t sparse_since = 0;  // when an advised region fell under 1/8 in use (0: it is not)
-  // No run of free pages is longer than this (a search that failed found so;
-  // pages coming free raise it to "unknown", kRegionPages).
-  uint32_t longest = kRegionPages;
+  uint64_t sparse_since = 0;  // when an advised region fell under 1/8 in use (valid while `sparse`)
+  // The longest run of free (not used) pages: the region's place in the
+  // arena's fit lists (SlabArena::fit_), kept exact at every change of `used`.
+  uint32_t longest = 0;
+  bool filed = false;    // on the fit list of `longest`
+  bool sparse = false;   // on the arena's list of almost-empty advised regions
   bool busy = false;     // carved past the prefix
   bool advised = false;  // advised as huge pages
-  Region* prev = nullptr;
+  Region* prev = nullptr;  // every region held (no order)
   Region* next = nullptr;
+  Region* fit_prev = nullptr;  // the fit list of `longest`
+  Region* fit_next = nullptr;
+  Region* sparse_prev = nullptr;
+  Region* sparse_next = nullptr;
 };
 
 namespace {
@@ -47,20 +53,29 @@ size_t next_bit(const uint64_t* w, size_t i, uint64_t flip) {
   return k * 64 + static_cast<size_t>(__builtin_ctzll(word));
 }
 
-// The first run of n clear bits, or kRegionPages; `longest` gets the
-// longest run seen when there is none (a hint for the next search).
-size_t find_run(const uint64_t* w, size_t n, size_t* longest) {
-  size_t best = 0;
+// The first run of n clear bits, or kRegionPages.
+size_t find_run(const uint64_t* w, size_t n) {
   for (size_t i = 0; i < kRegionPages;) {
     const size_t start = next_bit(w, i, ~uint64_t{0});
     if (start == kRegionPages) break;
     const size_t end = next_bit(w, start, 0);
     if (end - start >= n) return start;
+    i = end;
+  }
+  return kRegionPages;
+}
+
+// The longest run of clear bits.
+size_t longest_run(const uint64_t* w) {
+  size_t best = 0;
+  for (size_t i = 0; i < kRegionPages && kRegionPages - i > best;) {
+    const size_t start = next_bit(w, i, ~uint64_t{0});
+    if (start == kRegionPages) break;
+    const size_t end = next_bit(w, start, 0);
     if (end - start > best) best = end - start;
     i = end;
   }
-  *longest = best;
-  return kRegionPages;
+  return best;
 }
 
 size_t popcount(const uint64_t* w) {
@@ -118,17 +133,11 @@ Region* SlabArena::new_region() noexcept {
   a.extent->owner = r;
   // Dirty space recycled from the chunk layer may be resident.
   if (!a.zeroed) set_bits(r->dirty, 0, kRegionPages);
-  // Address order: first fit then packs slabs into the lowest regions.
-  Region** link = &regions_;
-  Region* prev = nullptr;
-  while (*link != nullptr && (*link)->base < r->base) {
-    prev = *link;
-    link = &(*link)->next;
-  }
-  r->prev = prev;
-  r->next = *link;
-  if (*link) (*link)->prev = r;
-  *link = r;
+  r->next = regions_;
+  if (regions_) regions_->prev = r;
+  regions_ = r;
+  stats_.search_steps++;
+  refile(r);
   empty_regions_++;
   stats_.region_allocs++;
   return r;
@@ -139,7 +148,60 @@ void SlabArena::unlink(Region* r) noexcept {
   else regions_ = r->next;
   if (r->next) r->next->prev = r->prev;
   r->prev = r->next = nullptr;
+  unfile(r);
+  set_sparse(r, false, 0);
   if (r->live == 0) empty_regions_--;
+}
+
+void SlabArena::unfile(Region* r) noexcept {
+  if (!r->filed) return;
+  const size_t b = r->longest;
+  if (r->fit_prev) r->fit_prev->fit_next = r->fit_next;
+  else fit_[b] = r->fit_next;
+  if (r->fit_next) r->fit_next->fit_prev = r->fit_prev;
+  if (fit_[b] == nullptr) fit_nonempty_[b / 64] &= ~(uint64_t{1} << (b % 64));
+  r->fit_prev = r->fit_next = nullptr;
+  r->filed = false;
+}
+
+void SlabArena::refile(Region* r) noexcept {
+  const uint32_t longest = static_cast<uint32_t>(longest_run(r->used));
+  if (r->filed && longest == r->longest) return;
+  unfile(r);
+  r->longest = longest;
+  if (longest == 0) return;  // full: nothing to place here
+  r->fit_prev = nullptr;
+  r->fit_next = fit_[longest];
+  if (r->fit_next) r->fit_next->fit_prev = r;
+  fit_[longest] = r;
+  fit_nonempty_[longest / 64] |= uint64_t{1} << (longest % 64);
+  r->filed = true;
+}
+
+Region* SlabArena::fitting(size_t pages) const noexcept {
+  for (size_t w = pages / 64; w < kFitWords; w++) {
+    uint64_t bits = fit_nonempty_[w];
+    if (w == pages / 64) bits &= ~uint64_t{0} << (pages % 64);
+    if (bits) return fit_[w * 64 + static_cast<size_t>(__builtin_ctzll(bits))];
+  }
+  return nullptr;
+}
+
+void SlabArena::set_sparse(Region* r, bool sparse, uint64_t now) noexcept {
+  if (r->sparse == sparse) return;
+  r->sparse = sparse;
+  if (sparse) {
+    r->sparse_since = now;
+    r->sparse_prev = nullptr;
+    r->sparse_next = sparse_;
+    if (sparse_) sparse_->sparse_prev = r;
+    sparse_ = r;
+    return;
+  }
+  if (r->sparse_prev) r->sparse_prev->sparse_next = r->sparse_next;
+  else sparse_ = r->sparse_next;
+  if (r->sparse_next) r->sparse_next->sparse_prev = r->sparse_prev;
+  r->sparse_prev = r->sparse_next = nullptr;
 }
 
 bool SlabArena::surplus(const Region* r) const noexcept {
@@ -152,27 +214,22 @@ Lent SlabArena::alloc(size_t pages) noexcept {
   Lent out;
   {
     LockGuard g(lock_);
-    Region* r = regions_;
-    size_t at = kRegionPages;
-    for (; r != nullptr; r = r->next) {
-      if (kRegionPages - r->live < pages || r->longest < pages) continue;
-      size_t longest = 0;
-      at = find_run(r->used, pages, &longest);
-      if (at != kRegionPages) break;
-      r->longest = static_cast<uint32_t>(longest);
-    }
-    if (r == nullptr) {
-      r = new_region();
-      if (r == nullptr) return {};
-      at = 0;
-    }
+    // The region whose longest free run is the shortest that holds the
+    // slab: the fullest regions fill first, and an empty one is taken last
+    // (it may go back whole). One bitmap scan, however many regions are held.
+    Region* r = fitting(pages);
+    if (r == nullptr && (r = new_region()) == nullptr) return {};
+    stats_.search_steps++;
+    const size_t at = find_run(r->used, pages);
+    DUCTILE_ASSERT(at != kRegionPages);
     chunk::Extent* e = chunks_->lend(r->extent, r->base + at * kPage, pages * kPage);
     if (e == nullptr) return {};
     set_bits(r->used, at, pages);
+    refile(r);
     clear_bits(r->dirty, at, pages);
     if (r->live == 0) empty_regions_--;
     r->live += static_cast<uint32_t>(pages);
-    if (r->live >= kAlmostEmpty) r->sparse_since = 0;  // in use again
+    if (r->live >= kAlmostEmpty) set_sparse(r, false, 0);  // in use again
     if (at + pages > r->high) r->high = static_cast<uint32_t>(at + pages);
     stats_.lends++;
     if (!r->busy && r->high * kPage > opts_.busy_prefix) {
@@ -208,6 +265,7 @@ void SlabArena::reserve_dirty(Region* r, Job& job) noexcept {
     if (start == kRegionPages) break;
     const size_t end = next_bit(free_dirty, start, ~uint64_t{0});
     set_bits(r->used, start, end - start);
+    refile(r);
     r->purging++;
     job.piece[job.n++] = {r, static_cast<uint32_t>(start), static_cast<uint32_t>(end - start)};
     i = end;
@@ -226,7 +284,6 @@ void SlabArena::free(const Lent* v, size_t n) noexcept {
       const size_t np = e->size / kPage;
       chunks_->unlend(r->extent, e);
       clear_bits(r->used, first, np);
-      r->longest = kRegionPages;
       set_bits(r->dirty, first, np);
       r->live -= static_cast<uint32_t>(np);
       stats_.returns++;
@@ -243,9 +300,10 @@ void SlabArena::free(const Lent* v, size_t n) noexcept {
           r->purging++;
           job.piece[job.n++] = {r, static_cast<uint32_t>(first), static_cast<uint32_t>(np)};
         }
-      } else if (r->live != 0 && r->live < kAlmostEmpty && r->sparse_since == 0) {
-        r->sparse_since = now;
+      } else if (r->live != 0 && r->live < kAlmostEmpty) {
+        set_sparse(r, true, now);  // (a region already on the list keeps its time)
       }
+      refile(r);
     }
     decay_locked(now, job);
   }
@@ -269,14 +327,16 @@ void SlabArena::decay_locked(uint64_t now, Job& job) noexcept {
   // for the decay time: their free pages now matter more than their huge
   // pages. (A region that empties and refills within the decay time --
   // threads that come and go -- keeps them.)
-  for (Region* r = regions_; r != nullptr && !job.full(); r = r->next) {
-    if (r->sparse_since == 0) continue;
+  // Only those on the sparse list are looked at, not every region held.
+  for (Region* r = sparse_; r != nullptr && !job.full();) {
+    Region* next = r->sparse_next;
     if (r->live == 0 || r->live >= kAlmostEmpty) {
-      r->sparse_since = 0;
+      set_sparse(r, false, 0);
     } else if (now - r->sparse_since >= decay) {
       reserve_dirty(r, job);
-      r->sparse_since = 0;
+      set_sparse(r, false, 0);
     }
+    r = next;
   }
 }
 
@@ -291,7 +351,7 @@ size_t SlabArena::run(Job& job) noexcept {
     for (size_t i = 0; i < job.n; i++) {
       Region* r = job.piece[i].region;
       clear_bits(r->used, job.piece[i].first, job.piece[i].n);
-      r->longest = kRegionPages;
+      refile(r);
       if (i < done) {
         clear_bits(r->dirty, job.piece[i].first, job.piece[i].n);
         stats_.purged_pages += job.piece[i].n;

@@ -56,6 +56,9 @@ struct ArenaStats {
   uint64_t returns = 0;        // slabs returned
   uint64_t purged_pages = 0;   // free pages purged inside held regions
   uint64_t prefaults = 0;      // stretches queued for the helper
+  // Regions looked at to place a slab or to file a new region: the work of
+  // finding room, which must not grow with the number of regions held.
+  uint64_t search_steps = 0;
 };
 
 struct Region;
@@ -96,6 +99,13 @@ class SlabArena {
   struct Job;  // pages reserved for purging outside the lock
   Region* new_region() noexcept;
   void unlink(Region* r) noexcept;
+  // Puts r on the fit list of its longest free run (recomputed), or none when full.
+  void refile(Region* r) noexcept;
+  void unfile(Region* r) noexcept;
+  // The region on the first non-empty fit list of at least `pages`, or nullptr.
+  Region* fitting(size_t pages) const noexcept;
+  // Puts r on (or takes it off) the list of almost-empty advised regions.
+  void set_sparse(Region* r, bool sparse, uint64_t now) noexcept;
   // Marks free dirty runs of r as reserved and appends them to `job`.
   void reserve_dirty(Region* r, Job& job) noexcept;
   // Purges a job's ranges, then releases the reservations (and whole regions).
@@ -110,7 +120,15 @@ class SlabArena {
   Prefaulter* prefault_ = nullptr;
   ArenaOptions opts_;
   mutable Mutex lock_;
-  Region* regions_ = nullptr;  // lowest address first
+  Region* regions_ = nullptr;  // every region held
+  // Regions by their longest free run (1..kRegionPages pages), with a bitmap
+  // of the non-empty lists: placing a slab is one bitmap scan, however many
+  // regions are held. (A walk of every region from the lowest address made
+  // growing a heap of small objects quadratic.)
+  static constexpr size_t kFitWords = (kRegionPages + 1 + 63) / 64;
+  Region* fit_[kRegionPages + 1] = {};
+  uint64_t fit_nonempty_[kFitWords] = {};
+  Region* sparse_ = nullptr;   // almost-empty advised regions (decay looks only here)
   Region* spare_ = nullptr;    // recycled records
   size_t empty_regions_ = 0;   // held regions with no slab
   uint64_t last_decay_ = 0;

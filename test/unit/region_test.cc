@@ -277,6 +277,35 @@ TEST_F(RegionTest, TrimPurgesEveryFreePageAndKeepsLiveSlabs) {
   arena_.trim();
 }
 
+TEST_F(RegionTest, PlacingASlabLooksAtFewRegionsHoweverManyAreHeld) {
+  // A heap of small objects that only grows: every region it holds is full.
+  // Placing the next slab used to walk every region from the lowest address
+  // (and filing a new region walked them again): allocating 16 KiB blocks up
+  // to 8 GiB took 27 s, 121 us per malloc at the end.
+  constexpr size_t kRegions = 48;
+  std::vector<Lent> v;
+  for (size_t i = 0; i < kRegions * kRegionPages / 4; i++) {
+    v.push_back(arena_.alloc(4));
+    ASSERT_NE(v.back().extent, nullptr);
+  }
+  ASSERT_EQ(arena_.stats().regions, kRegions);
+  // A hole in the lowest region, then the next slabs: each costs a bounded
+  // number of regions looked at, not one per region held.
+  arena_.free(&v[0], 1);
+  const uint64_t before = arena_.stats().search_steps;
+  constexpr size_t kMore = 2 * kRegionPages / 4;  // two more regions' worth
+  for (size_t i = 0; i < kMore; i++) {
+    v.push_back(arena_.alloc(4));
+    ASSERT_NE(v.back().extent, nullptr);
+  }
+  EXPECT_EQ(v[kRegions * kRegionPages / 4].extent->base, v[0].extent->base);  // the hole is found
+  EXPECT_LE(arena_.stats().search_steps - before, 2 * kMore);
+  v.erase(v.begin());
+  arena_.free(v.data(), v.size());
+  arena_.trim();
+  EXPECT_EQ(chunks_->stats().active, 0u);
+}
+
 TEST_F(RegionTest, OutOfMemoryIsNull) {
   kernel_.fail(test::Sys::kMmap, ENOMEM, 100);
   Lent l = arena_.alloc(16);
