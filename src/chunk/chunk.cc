@@ -601,7 +601,7 @@ void ChunkLayer::free(Extent* e, size_t committed, uint64_t idle_since) noexcept
         insert_free(rest, ExtentState::kClean);
       }
     }
-    e->freed_ns = idle_since != 0 && idle_since < now ? idle_since : now;
+    e->freed_ns = idle_since < now ? idle_since : now;
     if (e->size == 0) recycle(e);
     else insert_free(e, ExtentState::kDirty);
     ring_if_due(dirty_bytes());

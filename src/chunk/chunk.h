@@ -135,7 +135,8 @@ class ChunkLayer {
   // came clean (a huge span's untouched headroom).
   // `idle_since`: when the pages were last in use, if earlier than now (a
   // slab region that already sat empty for a while): decay counts from then.
-  void free(Extent* e, size_t committed = SIZE_MAX, uint64_t idle_since = 0) noexcept;
+  void free(Extent* e, size_t committed = SIZE_MAX, uint64_t idle_since = kNow) noexcept;
+  static constexpr uint64_t kNow = UINT64_MAX;
   // Frees n active extents and purges them now (batched), rather than
   // leaving them to decay: for memory that is known to be cold, such as what
   // an exiting thread held. They come back as clean (zeroed) extents.
@@ -179,6 +180,12 @@ class ChunkLayer {
 
   // Purges extents that have been dirty for at least the decay time.
   size_t decay() noexcept;
+  // What the layer's own calls do: a step of at most decay_step_bytes when
+  // one is due. True while old extents remain for the next step.
+  bool decay_step() noexcept {
+    maybe_decay();
+    return backlog_.load(std::memory_order_relaxed);
+  }
 
   // The background thread's doorbell. arm(n): raise the signal once the
   // dirty bytes, plus what upper layers noted as retained for decay (empty

@@ -18,6 +18,7 @@
 #include "huge/huge.h"
 #include "os/os.h"
 #include "small/bin.h"
+#include "small/decay.h"
 #include "small/prefaulter.h"
 #include "small/region.h"
 #include "small/thread_cache.h"
@@ -45,6 +46,9 @@ class Runtime {
   static constexpr size_t kMaxBinSets = kMaxBinSetsOption;
   size_t nbinsets = 1;  // Options::bin_sets (0 there: one per CPU)
   small::Bin bins[kMaxBinSets][small::kNumSmall];
+  // Decay steps over every bin, the slab arena and the chunk layer: the
+  // background thread's, and the bounded ones the allocator's calls take.
+  small::Decay decay;
 
   // Every bin of every set, for the operations that visit them all.
   template <typename F>

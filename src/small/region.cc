@@ -99,6 +99,7 @@ struct SlabArena::Job {
   Region* release[kMax];
   size_t nrelease = 0;
   bool trim = false;  // give back whole-free regions regardless of retention
+  uint64_t idle_since = chunk::ChunkLayer::kNow;  // when the released regions' pages were last used
 
   bool full() const { return n == kMax; }
 };
@@ -272,8 +273,9 @@ void SlabArena::reserve_dirty(Region* r, Job& job) noexcept {
   }
 }
 
-void SlabArena::free(const Lent* v, size_t n) noexcept {
+void SlabArena::free(const Lent* v, size_t n, uint64_t idle_since) noexcept {
   Job job;
+  job.idle_since = idle_since;
   const uint64_t now = chunks_->now_ns();
   {
     LockGuard g(lock_);
@@ -301,39 +303,55 @@ void SlabArena::free(const Lent* v, size_t n) noexcept {
           job.piece[job.n++] = {r, static_cast<uint32_t>(first), static_cast<uint32_t>(np)};
         }
       } else if (r->live != 0 && r->live < kAlmostEmpty) {
-        set_sparse(r, true, now);  // (a region already on the list keeps its time)
+        // (A region already on the list keeps its time.)
+        set_sparse(r, true, idle_since < now ? idle_since : now);
       }
       refile(r);
     }
-    decay_locked(now, job);
+    decay_locked(now, job, step_pages());
   }
   (void)run(job);
 }
 
-void SlabArena::decay() noexcept {
-  Job job;
-  {
-    LockGuard g(lock_);
-    decay_locked(chunks_->now_ns(), job);
+bool SlabArena::decay(size_t max_pages) noexcept {
+  for (;;) {
+    Job job;
+    bool more;
+    {
+      LockGuard g(lock_);
+      decay_locked(chunks_->now_ns(), job, max_pages);
+      more = backlog_;
+    }
+    (void)run(job);
+    if (!more || max_pages != SIZE_MAX) return more;
   }
-  (void)run(job);
 }
 
-void SlabArena::decay_locked(uint64_t now, Job& job) noexcept {
+void SlabArena::decay_locked(uint64_t now, Job& job, size_t max_pages) noexcept {
   const uint64_t decay = chunks_->options().decay_ns;
-  if (now - last_decay_ < decay / 4) return;
+  if (!backlog_ && now - last_decay_ < decay / 4) return;
   last_decay_ = now;
+  backlog_ = false;
+  size_t pages = 0;
   // Advised regions that have stayed hardly used (under 1/8 of their pages)
   // for the decay time: their free pages now matter more than their huge
   // pages. (A region that empties and refills within the decay time --
   // threads that come and go -- keeps them.)
   // Only those on the sparse list are looked at, not every region held.
-  for (Region* r = sparse_; r != nullptr && !job.full();) {
+  for (Region* r = sparse_; r != nullptr;) {
     Region* next = r->sparse_next;
     if (r->live == 0 || r->live >= kAlmostEmpty) {
       set_sparse(r, false, 0);
     } else if (now - r->sparse_since >= decay) {
+      // A region's free pages are at most a region: the budget holds when it
+      // is at least that (it is one huge page by default).
+      if (job.full() || (pages != 0 && pages + (kRegionPages - r->live) > max_pages)) {
+        backlog_ = true;
+        break;
+      }
+      const size_t before = job.n;
       reserve_dirty(r, job);
+      for (size_t i = before; i < job.n; i++) pages += job.piece[i].n;
       set_sparse(r, false, 0);
     }
     r = next;
@@ -384,7 +402,7 @@ size_t SlabArena::run(Job& job) noexcept {
       // once, and the next generation of threads faulted them all in again.)
       for (size_t i = 0; i < job.nrelease; i++) {
         const bool dirty = popcount(job.release[i]->dirty) != 0;
-        chunks_->free(ext[i], dirty ? SIZE_MAX : 0);
+        chunks_->free(ext[i], dirty ? SIZE_MAX : 0, job.idle_since);
       }
     }
     LockGuard g(lock_);

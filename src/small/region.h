@@ -81,14 +81,20 @@ class SlabArena {
   // `pages` pages (at most a region) as an active extent with every page
   // mapped to it; the caller sets its kind and owner. Contents undefined.
   Lent alloc(size_t pages) noexcept;
-  // Takes back n slabs no longer in use.
-  void free(const Lent* v, size_t n) noexcept;
+  // Takes back n slabs no longer in use; `idle_since` is when they were last
+  // used, for the decay of the regions they leave (almost) empty.
+  void free(const Lent* v, size_t n, uint64_t idle_since = chunk::ChunkLayer::kNow) noexcept;
   // Purges every free page of every region and gives back whole-free regions.
   // Returns the bytes purged.
   size_t trim() noexcept;
   // Purges the free pages of advised regions that have stayed almost empty
-  // for the decay time (the background thread; frees do it on their way).
-  void decay() noexcept;
+  // for the decay time: all of them (the background thread), or at most
+  // `max_pages` (a step from an allocator call). Frees take a step on their way.
+  // True when a bounded step left work due for the next one.
+  bool decay(size_t max_pages = SIZE_MAX) noexcept;
+
+  // The most pages a decay step inside an allocator call purges.
+  size_t step_pages() const noexcept { return chunks_->options().decay_step_bytes / kPage; }
 
   ArenaStats stats() const noexcept;
   void prefork() noexcept { lock_.lock(); }
@@ -112,7 +118,9 @@ class SlabArena {
   size_t run(Job& job) noexcept;
   // Purges advised regions that have stayed almost empty for the decay time
   // (checked at most four times per decay time).
-  void decay_locked(uint64_t now, Job& job) noexcept;
+  // At most max_pages pages (at least one region's); a step stopped by it
+  // leaves a backlog that the next call takes without waiting.
+  void decay_locked(uint64_t now, Job& job, size_t max_pages) noexcept;
   // Whether a region with no slabs left should go back to the chunk layer.
   bool surplus(const Region* r) const noexcept;
 
@@ -132,6 +140,7 @@ class SlabArena {
   Region* spare_ = nullptr;    // recycled records
   size_t empty_regions_ = 0;   // held regions with no slab
   uint64_t last_decay_ = 0;
+  bool backlog_ = false;  // the last decay step stopped at its budget
   ArenaStats stats_;
 };
 
