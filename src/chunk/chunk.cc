@@ -690,6 +690,12 @@ ChunkLayer::PurgeResult ChunkLayer::purge_marked(Extent* const* batch, size_t n)
   DUCTILE_CHECK(n <= os::kPurgeBatch);
   // Ranges with a mapping of their own (pages moved in by mremap) are mapped
   // afresh, which purges them too; the rest go to one batched purge.
+  // Under strict overcommit a purge decommits (maps PROT_NONE over the
+  // range): madvise would drop the pages but keep the commit charge, and a
+  // program that freed 1 GiB stayed charged for all of it. The extent comes
+  // back uncommitted, and whoever takes it next commits it again (alloc,
+  // alloc_at and grow commit what is not committed).
+  const bool strict = os_.features().strict_overcommit;
   os::Range ranges[os::kPurgeBatch] = {};
   size_t index[os::kPurgeBatch];
   bool purged[os::kPurgeBatch] = {};
@@ -697,6 +703,9 @@ ChunkLayer::PurgeResult ChunkLayer::purge_marked(Extent* const* batch, size_t n)
   for (size_t i = 0; i < n; i++) {
     if (batch[i]->remapped) {
       purged[i] = map_fresh(batch[i]);
+    } else if (strict) {
+      // (Mapped afresh, PROT_NONE, with the huge-page advice of its space.)
+      purged[i] = !batch[i]->committed || map_fresh(batch[i]);
     } else {
       index[m] = i;
       ranges[m++] = {ptr(batch[i]->base), batch[i]->size};
@@ -712,10 +721,8 @@ ChunkLayer::PurgeResult ChunkLayer::purge_marked(Extent* const* batch, size_t n)
       total += batch[i]->size;
       stats_.purged_bytes += batch[i]->size;
       stats_.purges++;
-      if (batch[i]->remapped) {
-        set_remapped(batch[i], false);
-        batch[i]->committed = !os_.features().strict_overcommit;  // mapped afresh: as a new reservation
-      }
+      if (batch[i]->remapped) set_remapped(batch[i], false);
+      if (strict) batch[i]->committed = false;  // decommitted, or mapped afresh: as a new reservation
       insert_free(batch[i], ExtentState::kClean);
     } else {
       complete = false;

@@ -14,6 +14,7 @@
 
 #include "chunk/chunk.h"
 #include "support/fake_clock.h"
+#include "support/maps.h"
 #include "support/fake_kernel.h"
 #include "support/layers.h"
 
@@ -742,6 +743,46 @@ TEST_F(ChunkTest, StrictOvercommitCommitsOnlyWhatIsHandedOut) {
   kernel_.reset_calls();
   EXPECT_NE(chunks_->alloc(4 * kPage).extent, nullptr);
   EXPECT_EQ(kernel_.calls().size(), 0u);
+}
+
+// Under strict overcommit a purge decommits: the range stops being writable
+// (charged), and is committed again when handed out. Before, 1 GiB
+// allocated, written, freed and purged stayed charged, all of it.
+TEST_F(ChunkTest, StrictOvercommitPurgeGivesTheChargeBack) {
+  kernel_.overcommit = "2\n";
+  make();
+  ASSERT_TRUE(os_->features().strict_overcommit);
+  constexpr size_t kSize = 16 * kMiB;
+  Extent* e = alloc(kSize);
+  const uintptr_t base = e->base;
+  std::memset(ptr(base), 'c', kSize);
+  EXPECT_EQ(test::writable_bytes(base, base + kSize), kSize);
+  chunks_->free(e);
+  EXPECT_EQ(chunks_->trim(), kSize);
+  EXPECT_EQ(test::writable_bytes(base, base + kSize), 0u);
+  // Handed out again: committed first, zeroed, writable.
+  Allocation a = chunks_->alloc_at(base, kSize);
+  ASSERT_NE(a.extent, nullptr);
+  EXPECT_TRUE(a.zeroed);
+  EXPECT_EQ(test::writable_bytes(base, base + kSize), kSize);
+  std::memset(ptr(base), 'd', kSize);
+  // Decay does it too; a plain alloc of the space commits it again.
+  chunks_->free(a.extent);
+  clock_.advance_ms(1500);
+  EXPECT_EQ(chunks_->decay(), kSize);
+  EXPECT_EQ(test::writable_bytes(base, base + kSize), 0u);
+  Allocation b = chunks_->alloc(kSize);
+  ASSERT_NE(b.extent, nullptr);
+  EXPECT_EQ(test::writable_bytes(b.extent->base, b.extent->end()), kSize);
+  std::memset(ptr(b.extent->base), 'e', kSize);
+  // And growth over decommitted space commits what it takes.
+  ASSERT_TRUE(chunks_->shrink(b.extent, kSize / 2));
+  EXPECT_EQ(chunks_->trim(), kSize / 2);
+  EXPECT_EQ(test::writable_bytes(b.extent->end(), b.extent->end() + kSize / 2), 0u);
+  ASSERT_EQ(chunks_->grow(b.extent, kSize, false).path, GrowPath::kNeighbour);
+  EXPECT_EQ(test::writable_bytes(b.extent->base, b.extent->end()), kSize);
+  std::memset(ptr(b.extent->base), 'f', kSize);
+  chunks_->free(b.extent);
 }
 
 TEST_F(ChunkTest, FreeReturnsAnUnwrittenTailClean) {
