@@ -9,6 +9,10 @@ struct Region {
   uintptr_t base = 0;
   uint64_t used[kRegionWords] = {};   // lent to a slab, or reserved for a purge in flight
   uint64_t dirty[kRegionWords] = {};  // free, and maybe resident (written or prefaulted)
+  // Strict overcommit: free pages purged by decommitting (PROT_NONE), to be
+  // committed again before they are lent.
+  uint64_t decommitted[kRegionWords] = {};
+  uint32_t ndecommitted = 0;  // set bits of `decommitted`
   uint32_t live = 0;     // pages lent to slabs
   uint32_t high = 0;     // the carve point: no page at or above it was ever lent
   uint32_t ahead = 0;    // pages below this were queued for the prefault helper
@@ -38,6 +42,11 @@ void set_bits(uint64_t* w, size_t first, size_t n) {
 }
 void clear_bits(uint64_t* w, size_t first, size_t n) {
   for (size_t i = first; i < first + n; i++) w[i / 64] &= ~(uint64_t{1} << (i % 64));
+}
+size_t count_bits(const uint64_t* w, size_t first, size_t n) {
+  size_t c = 0;
+  for (size_t i = first; i < first + n; i++) c += (w[i / 64] >> (i % 64)) & 1;
+  return c;
 }
 
 // The index of the first set bit at or after i in the bitmap `w` (each word
@@ -76,6 +85,12 @@ size_t longest_run(const uint64_t* w) {
     i = end;
   }
   return best;
+}
+
+// Whether any bit of [first, first + n) is set.
+bool any_bit(const uint64_t* w, size_t first, size_t n) {
+  const size_t i = next_bit(w, first, 0);
+  return i < first + n;
 }
 
 size_t popcount(const uint64_t* w) {
@@ -223,6 +238,13 @@ Lent SlabArena::alloc(size_t pages) noexcept {
     stats_.search_steps++;
     const size_t at = find_run(r->used, pages);
     DUCTILE_ASSERT(at != kRegionPages);
+    if (r->ndecommitted != 0 && any_bit(r->decommitted, at, pages)) {
+      // Purged under strict overcommit: charge it again first (one mprotect
+      // over the run; committing committed pages again is harmless).
+      if (!chunks_->os().commit(ptr(r->base + at * kPage), pages * kPage)) return {};
+      r->ndecommitted -= static_cast<uint32_t>(count_bits(r->decommitted, at, pages));
+      clear_bits(r->decommitted, at, pages);
+    }
     chunk::Extent* e = chunks_->lend(r->extent, r->base + at * kPage, pages * kPage);
     if (e == nullptr) return {};
     set_bits(r->used, at, pages);
@@ -364,7 +386,15 @@ size_t SlabArena::run(Job& job) noexcept {
     os::Range ranges[Job::kMax];
     for (size_t i = 0; i < job.n; i++)
       ranges[i] = {ptr(job.piece[i].region->base + job.piece[i].first * kPage), job.piece[i].n * kPage};
-    const size_t done = chunks_->os().purge(ranges, job.n);
+    // Under strict overcommit the pages are decommitted, so that their
+    // commit charge goes too (alloc commits them again).
+    const bool strict = chunks_->os().features().strict_overcommit;
+    size_t done = 0;
+    if (strict) {
+      while (done < job.n && chunks_->os().decommit(ranges[done].addr, ranges[done].size)) done++;
+    } else {
+      done = chunks_->os().purge(ranges, job.n);
+    }
     LockGuard g(lock_);
     for (size_t i = 0; i < job.n; i++) {
       Region* r = job.piece[i].region;
@@ -372,6 +402,10 @@ size_t SlabArena::run(Job& job) noexcept {
       refile(r);
       if (i < done) {
         clear_bits(r->dirty, job.piece[i].first, job.piece[i].n);
+        if (strict) {
+          r->ndecommitted += static_cast<uint32_t>(job.piece[i].n - count_bits(r->decommitted, job.piece[i].first, job.piece[i].n));
+          set_bits(r->decommitted, job.piece[i].first, job.piece[i].n);
+        }
         stats_.purged_pages += job.piece[i].n;
         bytes += job.piece[i].n * kPage;
       } else {
@@ -391,7 +425,11 @@ size_t SlabArena::run(Job& job) noexcept {
       ext[i]->owner = nullptr;
       if (job.trim) bytes += popcount(job.release[i]->dirty) * kPage;
     }
-    if (job.trim) {
+    // A region with decommitted pages goes back purged whole (decommitted):
+    // the chunk layer takes an extent as committed or not as a whole.
+    bool decommitted = false;
+    for (size_t i = 0; i < job.nrelease; i++) decommitted |= job.release[i]->ndecommitted != 0;
+    if (job.trim || decommitted) {
       // Purged whole now (the chunk layer batches it), kept as zeroed space.
       chunks_->release(ext, job.nrelease);
     } else {

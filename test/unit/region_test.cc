@@ -17,6 +17,7 @@
 #include "small/region.h"
 #include "support/fake_clock.h"
 #include "support/fake_kernel.h"
+#include "support/maps.h"
 #include "support/layers.h"
 
 namespace ductile {
@@ -304,6 +305,36 @@ TEST_F(RegionTest, PlacingASlabLooksAtFewRegionsHoweverManyAreHeld) {
   v.erase(v.begin());
   arena_.free(v.data(), v.size());
   arena_.trim();
+  EXPECT_EQ(chunks_->stats().active, 0u);
+}
+
+// Under strict overcommit the pages a region purges are decommitted (their
+// charge goes) and committed again before they are lent.
+TEST_F(RegionTest, StrictOvercommitPurgedPagesGiveTheirChargeBack) {
+  kernel_.overcommit = "2\n";
+  make_chunks(64 << 20, chunk::Options().decay_ns);
+  arena_.init(chunks_.get(), nullptr, ArenaOptions());
+  ASSERT_TRUE(os_->features().strict_overcommit);
+  std::vector<Lent> v = carve(kRegionSize);
+  const uintptr_t base = v[0].extent->base;
+  EXPECT_EQ(test::writable_bytes(base, base + kRegionSize), kRegionSize);
+  std::vector<Lent> keep(v.begin(), v.begin() + 3);
+  std::vector<Lent> go(v.begin() + 3, v.end());
+  arena_.free(go.data(), go.size());
+  clock_.advance_ms(11000);
+  Lent one = keep.back();
+  keep.pop_back();
+  arena_.free(&one, 1);  // almost empty for the decay time: its free pages are purged
+  EXPECT_EQ(arena_.stats().purged_pages, kRegionPages - 2 * 16);
+  EXPECT_EQ(test::writable_bytes(base, base + kRegionSize), 2 * 16 * kPage);
+  // Lent again: committed first, and writable.
+  std::vector<Lent> again = carve(kRegionSize - 2 * 16 * kPage);
+  for (const Lent& l : again) EXPECT_EQ(l.region, keep[0].region);
+  EXPECT_EQ(test::writable_bytes(base, base + kRegionSize), kRegionSize);
+  arena_.free(again.data(), again.size());
+  arena_.free(keep.data(), keep.size());
+  arena_.trim();
+  EXPECT_EQ(test::writable_bytes(base, base + kRegionSize), 0u);
   EXPECT_EQ(chunks_->stats().active, 0u);
 }
 
