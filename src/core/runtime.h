@@ -90,6 +90,8 @@ inline small::ThreadCache* own_cache() {
 
 // Slow paths and everything but the cache hits. All set errno on failure.
 void* alloc_slow(size_t size) noexcept;
+// A thread's countdown of cached frees ran out: a decay step if one is due.
+void decay_event(small::ThreadCache* tc) noexcept;
 void dealloc_slow(void* p) noexcept;
 // `align`: a power of two; `zero`: the block reads as zeroes.
 void* alloc_aligned(size_t size, size_t align, bool zero) noexcept;
@@ -163,6 +165,7 @@ DUCTILE_ALWAYS_INLINE void dealloc(void* p) noexcept {
     if (DUCTILE_LIKELY(b.count < b.limit)) {
       if (kStats) tc->deallocated += small::class_size(cls);
       b.items[b.count++] = p;
+      if (DUCTILE_UNLIKELY(--tc->decay_countdown == 0)) decay_event(tc);
       return;
     }
   }

@@ -2,16 +2,18 @@
 
 namespace ductile::small {
 
-void Decay::tick() noexcept {
+bool Decay::tick() noexcept {
   chunk::ChunkLayer& chunks = arena_->chunks();
   const uint64_t decay = chunks.options().decay_ns;
-  if (decay == 0) return;  // decay_ms:0 purges as it frees
+  if (decay == 0) return false;  // decay_ms:0 purges as it frees
   const uint64_t now = chunks.now_ns();
   uint64_t last = last_.load(std::memory_order_relaxed);
   const bool backlog = backlog_.load(std::memory_order_relaxed);
-  if (!backlog && now - last < decay / 4 + 1) return;
-  if (!last_.compare_exchange_strong(last, now, std::memory_order_relaxed)) return;  // another call steps
-  backlog_.store(step(arena_->step_pages()).backlog, std::memory_order_relaxed);
+  if (!backlog && now - last < decay / 4 + 1) return false;
+  if (!last_.compare_exchange_strong(last, now, std::memory_order_relaxed)) return backlog;  // another call steps
+  const bool more = step(arena_->step_pages()).backlog;
+  backlog_.store(more, std::memory_order_relaxed);
+  return more;
 }
 
 Decay::StepResult Decay::step(size_t max_pages) noexcept {

@@ -33,7 +33,8 @@ class Decay {
   }
   // From an allocator call that holds no lock: a bounded step when one is
   // due (four times per decay time, or at once while a backlog remains).
-  void tick() noexcept;
+  // True while a backlog remains.
+  bool tick() noexcept;
   // A step of at most `max_pages` pages released or purged in each layer.
   struct StepResult {
     bool backlog = false;  // some layer stopped at the budget with work due
