@@ -2,8 +2,9 @@
 // that memory full of small objects can sit on transparent huge pages.
 //
 // The arena takes whole 2 MiB regions (one huge page each) from the chunk
-// layer and lends slabs out of them, first fit from the lowest address, so
-// slabs crowd into few regions. A region starts on small pages: one that has
+// layer and lends slabs out of them, from the region whose longest free run
+// is the shortest that holds the slab (regions are filed by it, so this is
+// one bitmap scan), so slabs crowd into the fullest regions. A region starts on small pages: one that has
 // proven busy -- it has carved past a first prefix (1 MiB) -- is advised as
 // huge pages (khugepaged collapses it); a small program that never gets that
 // far pays nothing for huge pages.
