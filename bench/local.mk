@@ -136,3 +136,22 @@ COMPARE_WORKLOADS_FLAGS =
 workloads: $(ductile_workloads) bench/vector_doubling
 compare-workloads: workloads $(lib_LTLIBRARIES)
 	BUILD_DIR=$(abs_top_builddir) bash $(srcdir)/bench/compare-workloads.sh $(COMPARE_WORKLOADS_FLAGS)
+
+## The scale cases of issue 11 (bench/scale.c): plain C, only the malloc
+## family, so LD_PRELOAD picks the allocator. `make compare-scale` runs
+## cases 1, 2, 4, 5, 6 and 7 under glibc, jemalloc, mimalloc, tcmalloc and
+## ductile and prints a table per case (the full sizes take about half an
+## hour and up to about 5 GiB; COMPARE_SCALE_FLAGS=--quick for a few
+## minutes, or e.g. "--cases 1 --rounds 100000").
+EXTRA_PROGRAMS += bench/scale
+CLEANFILES += bench/scale
+bench_scale_SOURCES = bench/scale.c
+bench_scale_CPPFLAGS =
+bench_scale_CFLAGS = -Wall -Wextra -pthread
+bench_scale_LDFLAGS = -pthread
+bench_scale_LDADD = -ldl
+
+COMPARE_SCALE_FLAGS =
+.PHONY: compare-scale
+compare-scale: bench/scale $(lib_LTLIBRARIES)
+	BUILD_DIR=$(abs_top_builddir) bash $(srcdir)/bench/compare-scale.sh $(COMPARE_SCALE_FLAGS)

@@ -32,6 +32,8 @@ libductile_core_la_SOURCES = \
 	src/small/prefaulter.cc \
 	src/small/region.h \
 	src/small/region.cc \
+	src/small/decay.h \
+	src/small/decay.cc \
 	src/small/thread_cache.h \
 	src/core/background.h \
 	src/core/background.cc \

@@ -31,7 +31,8 @@ test_unit_chunk_test_SOURCES = \
 	test/support/fake_kernel.h \
 	test/support/fake_kernel.cc \
 	test/support/fake_clock.h \
-	test/support/layers.h
+	test/support/layers.h \
+	test/support/maps.h
 test_unit_chunk_test_CPPFLAGS = $(ductile_test_cppflags)
 test_unit_chunk_test_CXXFLAGS = $(ductile_test_cxxflags)
 test_unit_chunk_test_LDFLAGS = $(ductile_test_ldflags)
@@ -55,7 +56,8 @@ test_unit_small_test_SOURCES = \
 	test/support/fake_kernel.h \
 	test/support/fake_kernel.cc \
 	test/support/fake_clock.h \
-	test/support/layers.h
+	test/support/layers.h \
+	test/support/maps.h
 test_unit_small_test_CPPFLAGS = $(ductile_test_cppflags)
 test_unit_small_test_CXXFLAGS = $(ductile_test_cxxflags)
 test_unit_small_test_LDFLAGS = $(ductile_test_ldflags)
@@ -106,6 +108,14 @@ test_integration_quiet_prog_SOURCES = test/integration/quiet_prog.c
 test_integration_quiet_prog_LDADD = libductile.la
 TESTS += test/integration/decay_test.sh
 EXTRA_DIST += test/integration/decay_test.sh
+
+# Strict overcommit gives the commit charge of purged memory back (skipped
+# unless the machine is in vm.overcommit_memory=2).
+check_PROGRAMS += test/integration/commit_prog
+test_integration_commit_prog_SOURCES = test/integration/commit_prog.c
+test_integration_commit_prog_LDADD = libductile.la
+TESTS += test/integration/commit_test.sh
+EXTRA_DIST += test/integration/commit_test.sh
 AM_TESTS_ENVIRONMENT = builddir='$(abs_top_builddir)'; export builddir;
 
 # Every statement of the version agrees with configure.ac's.

@@ -51,6 +51,7 @@ ChunkLayer::ChunkLayer(os::Os& os, Clock& clock, const Options& options) noexcep
   if (limit != SIZE_MAX && options_.reservation > limit / 16) options_.reservation = limit / 16;
   if (options_.reservation < kHugePage) options_.reservation = kHugePage;
   options_.reservation = align_up(options_.reservation, kHugePage);
+  options_.decay_step_bytes = align_up(options_.decay_step_bytes < kPage ? kPage : options_.decay_step_bytes, kPage);
 }
 
 uintptr_t ChunkLayer::cursor() const noexcept {
@@ -604,7 +605,7 @@ bool ChunkLayer::shrink(Extent* e, size_t new_size, size_t written) noexcept {
   return true;
 }
 
-void ChunkLayer::free(Extent* e, size_t committed) noexcept {
+void ChunkLayer::free(Extent* e, size_t committed, uint64_t idle_since) noexcept {
   DUCTILE_CHECK(e != nullptr && e->state == ExtentState::kActive);
   // A range whose pages mremap moved in keeps a mapping of its own until it
   // is mapped afresh: at its purge (decay), or now when too many such
@@ -637,7 +638,7 @@ void ChunkLayer::free(Extent* e, size_t committed) noexcept {
         insert_free(rest, ExtentState::kClean);
       }
     }
-    e->freed_ns = now;
+    e->freed_ns = idle_since < now ? idle_since : now;
     if (e->size == 0) recycle(e);
     else insert_free(e, ExtentState::kDirty);
     ring_if_due(dirty_bytes());
@@ -645,7 +646,7 @@ void ChunkLayer::free(Extent* e, size_t committed) noexcept {
   // decay_ms:0 purges on free, every time: the rate limit of maybe_decay()
   // would leave the frees of one clock tick dirty in a program that then
   // goes quiet.
-  if (options_.decay_ns == 0) (void)purge_dirty(0);
+  if (options_.decay_ns == 0) (void)purge_dirty(0);  // (what was freed: unbounded by design)
   else maybe_decay();
 }
 
@@ -725,6 +726,12 @@ ChunkLayer::PurgeResult ChunkLayer::purge_marked(Extent* const* batch, size_t n)
   DUCTILE_CHECK(n <= os::kPurgeBatch);
   // Ranges with a mapping of their own (pages moved in by mremap) are mapped
   // afresh, which purges them too; the rest go to one batched purge.
+  // Under strict overcommit a purge decommits (maps PROT_NONE over the
+  // range): madvise would drop the pages but keep the commit charge, and a
+  // program that freed 1 GiB stayed charged for all of it. The extent comes
+  // back uncommitted, and whoever takes it next commits it again (alloc,
+  // alloc_at and grow commit what is not committed).
+  const bool strict = os_.features().strict_overcommit;
   os::Range ranges[os::kPurgeBatch] = {};
   size_t index[os::kPurgeBatch];
   bool purged[os::kPurgeBatch] = {};
@@ -732,6 +739,9 @@ ChunkLayer::PurgeResult ChunkLayer::purge_marked(Extent* const* batch, size_t n)
   for (size_t i = 0; i < n; i++) {
     if (batch[i]->remapped) {
       purged[i] = map_fresh(batch[i]);
+    } else if (strict) {
+      // (Mapped afresh, PROT_NONE, with the huge-page advice of its space.)
+      purged[i] = !batch[i]->committed || map_fresh(batch[i]);
     } else {
       index[m] = i;
       ranges[m++] = {ptr(batch[i]->base), batch[i]->size};
@@ -747,10 +757,8 @@ ChunkLayer::PurgeResult ChunkLayer::purge_marked(Extent* const* batch, size_t n)
       total += batch[i]->size;
       stats_.purged_bytes += batch[i]->size;
       stats_.purges++;
-      if (batch[i]->remapped) {
-        set_remapped(batch[i], false);
-        batch[i]->committed = !os_.features().strict_overcommit;  // mapped afresh: as a new reservation
-      }
+      if (batch[i]->remapped) set_remapped(batch[i], false);
+      if (strict) batch[i]->committed = false;  // decommitted, or mapped afresh: as a new reservation
       insert_free(batch[i], ExtentState::kClean);
     } else {
       complete = false;
@@ -782,11 +790,13 @@ void ChunkLayer::release(Extent* const* v, size_t n) noexcept {
   }
 }
 
-size_t ChunkLayer::purge_dirty(uint64_t min_age_ns) noexcept {
+ChunkLayer::DecayResult ChunkLayer::purge_dirty(uint64_t min_age_ns, size_t budget) noexcept {
   size_t total = 0;
   for (;;) {
     Extent* batch[os::kPurgeBatch];
     size_t n = 0;
+    size_t taken = 0;  // bytes of this batch
+    bool more = false;
     uint64_t now = clock_.now_ns();
     {
       LockGuard g(lock_);
@@ -794,37 +804,56 @@ size_t ChunkLayer::purge_dirty(uint64_t min_age_ns) noexcept {
         for (Extent* e = dirty.oldest(); e != nullptr && n < os::kPurgeBatch;) {
           Extent* next = e->age_next;
           if (now - e->freed_ns >= min_age_ns || min_age_ns == 0) {
+            const size_t left = budget - total - taken;
+            if (left == 0) {
+              more = true;
+              break;
+            }
             dirty.remove(e);
+            if (e->size > left) {
+              // Only the first `left` bytes this step; the rest stays dirty,
+              // as old as it was (carve puts it back in the set).
+              more = true;
+              e = carve(e, e->base, left);
+              if (e == nullptr) break;  // no record for the rest: it stays whole, for later
+            }
             e->state = ExtentState::kPurging;  // unavailable until the batch completes
             batch[n++] = e;
+            taken += e->size;
           }
           e = next;
         }
       }
     }
-    if (n == 0) return total;
+    if (n == 0) return {total, more};
     PurgeResult r = purge_marked(batch, n);
     total += r.bytes;
-    if (!r.complete) return total;  // the kernel refused: try again at the next decay
+    if (!r.complete) return {total, false};  // the kernel refused: try again at the next decay
+    if (more || total >= budget) return {total, true};
   }
 }
 
 void ChunkLayer::maybe_decay() noexcept {
   uint64_t now = clock_.now_ns();
-  // Look at most four times per decay period: a cheap check on the free path.
+  // Look at most four times per decay period -- a cheap check on the free
+  // path -- unless the last step left old extents for the next calls.
   uint64_t last = __atomic_load_n(&last_decay_ns_, __ATOMIC_RELAXED);
-  if (now - last < options_.decay_ns / 4 + 1) return;
+  const bool backlog = backlog_.load(std::memory_order_relaxed);
+  if (!backlog && now - last < options_.decay_ns / 4 + 1) return;
   if (!__atomic_compare_exchange_n(&last_decay_ns_, &last, now, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
     return;  // another thread is doing it
-  (void)purge_dirty(options_.decay_ns == 0 ? 0 : options_.decay_ns);
+  if (backlog) backlog_.store(false, std::memory_order_relaxed);
+  const DecayResult r = purge_dirty(options_.decay_ns, options_.decay_step_bytes);
+  if (r.more) backlog_.store(true, std::memory_order_relaxed);
 }
 
 size_t ChunkLayer::decay() noexcept {
   __atomic_store_n(&last_decay_ns_, clock_.now_ns(), __ATOMIC_RELAXED);
-  return purge_dirty(options_.decay_ns);
+  backlog_.store(false, std::memory_order_relaxed);
+  return purge_dirty(options_.decay_ns).bytes;
 }
 
-size_t ChunkLayer::trim() noexcept { return purge_dirty(0); }
+size_t ChunkLayer::trim() noexcept { return purge_dirty(0).bytes; }
 
 ChunkStats ChunkLayer::stats() const noexcept {
   LockGuard g(lock_);

@@ -54,6 +54,12 @@ struct Options {
   // a freed one is mapped afresh at once. 1024: a few percent of
   // vm.max_map_count (65 530).
   size_t remapped_bound = 1024;
+  // The most bytes one decay step purges when it runs inside an allocator
+  // call (the rest is left for the next calls, or the background thread):
+  // one huge page. Unbounded, a free that came due for decay purged every
+  // old dirty extent, 1 GiB or more, inside that free -- sometimes under a
+  // bin lock and the slab arena's lock, which take chunks from here.
+  size_t decay_step_bytes = size_t{2} << 20;
   // The layer is constructed in zero-filled static storage (the process-wide
   // runtime): the page map's root need not be cleared (see PageMap).
   bool storage_zeroed = false;
@@ -134,7 +140,10 @@ class ChunkLayer {
   // in strict overcommit mode they were never committed (and stay so); in
   // normal mode the caller vouches that they were never written since they
   // came clean (a huge span's untouched headroom).
-  void free(Extent* e, size_t committed = SIZE_MAX) noexcept;
+  // `idle_since`: when the pages were last in use, if earlier than now (a
+  // slab region that already sat empty for a while): decay counts from then.
+  void free(Extent* e, size_t committed = SIZE_MAX, uint64_t idle_since = kNow) noexcept;
+  static constexpr uint64_t kNow = UINT64_MAX;
   // Frees n active extents and purges them now (batched), rather than
   // leaving them to decay: for memory that is known to be cold, such as what
   // an exiting thread held. They come back as clean (zeroed) extents.
@@ -178,6 +187,12 @@ class ChunkLayer {
 
   // Purges extents that have been dirty for at least the decay time.
   size_t decay() noexcept;
+  // What the layer's own calls do: a step of at most decay_step_bytes when
+  // one is due. True while old extents remain for the next step.
+  bool decay_step() noexcept {
+    maybe_decay();
+    return backlog_.load(std::memory_order_relaxed);
+  }
 
   // The background thread's doorbell. arm(n): raise the signal once the
   // dirty bytes, plus what upper layers noted as retained for decay (empty
@@ -243,7 +258,13 @@ class ChunkLayer {
   // Commits the first `commit` bytes of a carved extent; false (and the
   // extent returned) when the kernel refuses.
   bool commit_carved(Extent* e, size_t commit) noexcept;
-  size_t purge_dirty(uint64_t min_age_ns) noexcept;
+  // Purges dirty extents at least min_age_ns old (all: 0), oldest first, at
+  // most `budget` bytes (an extent larger than what is left of it is cut).
+  struct DecayResult {
+    size_t bytes;
+    bool more;  // stopped by the budget with old extents left
+  };
+  DecayResult purge_dirty(uint64_t min_age_ns, size_t budget = SIZE_MAX) noexcept;
   // Purges extents already marked kPurging and out of every set (at most
   // kPurgeBatch), then puts them back clean (or dirty, if the kernel refused).
   struct PurgeResult {
@@ -267,6 +288,9 @@ class ChunkLayer {
   Extent* spare_ = nullptr;  // recycled extent structs
   uintptr_t own_cursor_ = 0;  // Options::first_hint given: this layer's own cursor
   uint64_t last_decay_ns_ = 0;
+  // The last step from a call stopped at its budget: the next call steps
+  // again without waiting for the next quarter of the decay time.
+  std::atomic<bool> backlog_{false};
   size_t remapped_extents_ = 0;  // extents with e->remapped (lock held to change)
   std::atomic<size_t> armed_at_{0};
   std::atomic<size_t> noted_{0};

@@ -255,6 +255,11 @@ DUCTILE_ALWAYS_INLINE void start_helper_if_asked() {
   if (DUCTILE_UNLIKELY(rt().prefault.start_pending())) (void)rt().prefault.start();
 }
 
+// A bounded decay step when one is due, from the slow paths of any class
+// (where this thread holds no lock): idle classes' empty slabs go too, also
+// without a background thread.
+DUCTILE_ALWAYS_INLINE void decay_from_calls() { rt().decay.tick(); }
+
 // `cached`: through the thread cache (false: MALLOCX_TCACHE_NONE, straight
 // from the bin or the chunk layer).
 void* alloc_class(size_t cls, bool zero, bool cached) {
@@ -265,6 +270,7 @@ void* alloc_class(size_t cls, bool zero, bool cached) {
       b.count = static_cast<uint32_t>(
           rt().bins[tc->bin_set][cls].fill(b.items, small::cache_cap(cls) > 1 ? small::cache_cap(cls) / 2 : 1));
       start_helper_if_asked();
+      decay_from_calls();
     }
     if (b.count != 0) {
       if (kStats) tc->allocated += small::class_size(cls);
@@ -343,7 +349,10 @@ void cache_push(void* p, Extent* e, bool cached) {
     return;
   }
   small::CacheBin& b = tc->bins[cls];
-  if (b.count >= b.limit) flush_half(tc, cls);
+  if (b.count >= b.limit) {
+    flush_half(tc, cls);
+    decay_from_calls();
+  }
   if (kStats) tc->deallocated += small::class_size(cls);
   b.items[b.count++] = p;
 }
@@ -393,13 +402,7 @@ void background_arm() noexcept { rt().chunks.arm(kBackgroundStart); }
 
 // One decay step of every layer that retains memory for the decay time.
 // True while something still awaits it.
-bool background_step() noexcept {
-  bool slabs = false;
-  rt().for_each_bin([&](small::Bin& b) { slabs |= b.decay(); });
-  rt().arena.decay();
-  (void)rt().chunks.decay();
-  return slabs || rt().chunks.stats().dirty != 0;
-}
+bool background_step() noexcept { return rt().decay.step().pending; }
 
 }  // namespace
 
@@ -441,6 +444,7 @@ Runtime::Runtime(const Options& o) noexcept
   }
   for (size_t a = 0; a < nbinsets; a++)
     for (size_t c = 0; c < small::kNumSmall; c++) bins[a][c].init(c, &arena);
+  decay.init(&bins[0][0], nbinsets * small::kNumSmall, &arena);
 }
 
 small::BinStats Runtime::class_stats(size_t cls) const noexcept {
@@ -518,6 +522,13 @@ void dealloc_impl(void* p, bool cached) {
 }  // namespace
 
 void dealloc_slow(void* p) noexcept { dealloc_impl(p, true); }
+
+void decay_event(small::ThreadCache* tc) noexcept {
+  // While a backlog remains, the next look comes 16 times sooner: a step is
+  // bounded, and 256 MiB at 2 MiB per step takes 128 of them.
+  tc->decay_countdown = small::ThreadCache::kDecayEvent;
+  if (rt().decay.tick()) tc->decay_countdown /= 16;
+}
 
 size_t usable_size(const void* p) noexcept {
   if (p == nullptr) return 0;

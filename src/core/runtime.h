@@ -18,6 +18,7 @@
 #include "huge/huge.h"
 #include "os/os.h"
 #include "small/bin.h"
+#include "small/decay.h"
 #include "small/prefaulter.h"
 #include "small/region.h"
 #include "small/thread_cache.h"
@@ -45,6 +46,9 @@ class Runtime {
   static constexpr size_t kMaxBinSets = kMaxBinSetsOption;
   size_t nbinsets = 1;  // Options::bin_sets (0 there: one per CPU)
   small::Bin bins[kMaxBinSets][small::kNumSmall];
+  // Decay steps over every bin, the slab arena and the chunk layer: the
+  // background thread's, and the bounded ones the allocator's calls take.
+  small::Decay decay;
 
   // Every bin of every set, for the operations that visit them all.
   template <typename F>
@@ -86,6 +90,8 @@ inline small::ThreadCache* own_cache() {
 
 // Slow paths and everything but the cache hits. All set errno on failure.
 void* alloc_slow(size_t size) noexcept;
+// A thread's countdown of cached frees ran out: a decay step if one is due.
+void decay_event(small::ThreadCache* tc) noexcept;
 void dealloc_slow(void* p) noexcept;
 // `align`: a power of two; `zero`: the block reads as zeroes.
 void* alloc_aligned(size_t size, size_t align, bool zero) noexcept;
@@ -159,6 +165,7 @@ DUCTILE_ALWAYS_INLINE void dealloc(void* p) noexcept {
     if (DUCTILE_LIKELY(b.count < b.limit)) {
       if (kStats) tc->deallocated += small::class_size(cls);
       b.items[b.count++] = p;
+      if (DUCTILE_UNLIKELY(--tc->decay_countdown == 0)) decay_event(tc);
       return;
     }
   }

@@ -309,24 +309,38 @@ void Bin::flush_to_owners(const chunk::ChunkLayer& chunks, void** objs, size_t n
   while (n != 0) n = owner_of(chunks, objs[0])->flush(objs, n);
 }
 
-bool Bin::decay() noexcept {
+Bin::DecayResult Bin::decay(size_t max_pages) noexcept {
+  // Most bins have no surplus: a look without the lock (a stale answer only
+  // defers the work to the next step).
+  if (__atomic_load_n(&nempty_, __ATOMIC_RELAXED) <= kRetainEmpty) return {};
   chunk::ChunkLayer& chunks = arena_->chunks();
-  release_empty(kRetainEmpty, chunks.options().decay_ns, chunks.now_ns());
+  DecayResult r;
+  r.pages = release_empty(kRetainEmpty, chunks.options().decay_ns, chunks.now_ns(), max_pages, &r.due);
   LockGuard g(lock_);
-  return nempty_ > kRetainEmpty;
+  r.more = nempty_ > kRetainEmpty;
+  return r;
 }
 
-void Bin::release_empty(size_t keep, uint64_t min_age_ns, uint64_t now) noexcept {
+size_t Bin::release_empty(size_t keep, uint64_t min_age_ns, uint64_t now, size_t max_pages, bool* due) noexcept {
   Lent batch[os::kPurgeBatch];
+  const size_t slab_pages = kClasses.slab_pages[cls_];
+  size_t pages = 0;
   for (;;) {
     size_t n = 0;
+    uint64_t idle_since = chunk::ChunkLayer::kNow;  // the newest of the batch: decay counts on from there
     {
       LockGuard g(lock_);
-      while (nempty_ > keep && n < os::kPurgeBatch && now - empty_tail_->empty_since >= min_age_ns)
+      while (nempty_ > keep && n < os::kPurgeBatch && pages + slab_pages <= max_pages &&
+             now - empty_tail_->empty_since >= min_age_ns) {
+        if (min_age_ns != 0) idle_since = empty_tail_->empty_since;
         batch[n++] = take_empty(empty_tail_);
+        pages += slab_pages;
+      }
+      if (due != nullptr)
+        *due = nempty_ > keep && pages + slab_pages > max_pages && now - empty_tail_->empty_since >= min_age_ns;
     }
-    if (n == 0) return;
-    arena_->free(batch, n);
+    if (n == 0) return pages;
+    arena_->free(batch, n, idle_since);
   }
 }
 

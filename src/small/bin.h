@@ -85,9 +85,16 @@ class Bin {
   // Releases every empty slab (trim).
   void trim() noexcept { release_empty(0); }
   // Releases empty slabs beyond kRetainEmpty that have stayed empty for the
-  // decay time (the background thread: a class nobody frees into any more
-  // would otherwise keep them for ever). True while surplus empty slabs remain.
-  bool decay() noexcept;
+  // decay time, oldest first, at most `max_pages` pages of them (decay steps:
+  // the background thread's, and those run from other classes' calls -- a
+  // class nobody frees into any more would otherwise keep them for ever).
+  // Their pages count as idle since the slabs emptied.
+  struct DecayResult {
+    size_t pages = 0;    // released
+    bool more = false;   // surplus empty slabs remain (aged or not)
+    bool due = false;    // of which some have aged: the budget stopped it
+  };
+  DecayResult decay(size_t max_pages = SIZE_MAX) noexcept;
 
   BinStats stats() const noexcept;
   void prefork() noexcept { lock_.lock(); }
@@ -101,7 +108,10 @@ class Bin {
   void unlink(Slab* s) noexcept;
   // Purges and returns empty slabs (oldest first) until `keep` remain,
   // only those empty for at least `min_age_ns` (empty since before `now`).
-  void release_empty(size_t keep, uint64_t min_age_ns = 0, uint64_t now = 0) noexcept;
+  // At most max_pages pages; returns the pages released. *due: aged empty
+  // slabs are left because of the budget.
+  size_t release_empty(size_t keep, uint64_t min_age_ns = 0, uint64_t now = 0, size_t max_pages = SIZE_MAX,
+                       bool* due = nullptr) noexcept;
   // Unlinks an empty slab and drops its header; returns its pages.
   Lent take_empty(Slab* s) noexcept;
 

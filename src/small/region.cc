@@ -9,18 +9,28 @@ struct Region {
   uintptr_t base = 0;
   uint64_t used[kRegionWords] = {};   // lent to a slab, or reserved for a purge in flight
   uint64_t dirty[kRegionWords] = {};  // free, and maybe resident (written or prefaulted)
+  // Strict overcommit: free pages purged by decommitting (PROT_NONE), to be
+  // committed again before they are lent.
+  uint64_t decommitted[kRegionWords] = {};
+  uint32_t ndecommitted = 0;  // set bits of `decommitted`
   uint32_t live = 0;     // pages lent to slabs
   uint32_t high = 0;     // the carve point: no page at or above it was ever lent
   uint32_t ahead = 0;    // pages below this were queued for the prefault helper
   uint32_t purging = 0;  // ranges of it in purge jobs now
-  uint64_t sparse_since = 0;  // when an advised region fell under 1/8 in use (0: it is not)
-  // No run of free pages is longer than this (a search that failed found so;
-  // pages coming free raise it to "unknown", kRegionPages).
-  uint32_t longest = kRegionPages;
+  uint64_t sparse_since = 0;  // when an advised region fell under 1/8 in use (valid while `sparse`)
+  // The longest run of free (not used) pages: the region's place in the
+  // arena's fit lists (SlabArena::fit_), kept exact at every change of `used`.
+  uint32_t longest = 0;
+  bool filed = false;    // on the fit list of `longest`
+  bool sparse = false;   // on the arena's list of almost-empty advised regions
   bool busy = false;     // carved past the prefix
   bool advised = false;  // advised as huge pages
-  Region* prev = nullptr;
+  Region* prev = nullptr;  // every region held (no order)
   Region* next = nullptr;
+  Region* fit_prev = nullptr;  // the fit list of `longest`
+  Region* fit_next = nullptr;
+  Region* sparse_prev = nullptr;
+  Region* sparse_next = nullptr;
 };
 
 namespace {
@@ -32,6 +42,11 @@ void set_bits(uint64_t* w, size_t first, size_t n) {
 }
 void clear_bits(uint64_t* w, size_t first, size_t n) {
   for (size_t i = first; i < first + n; i++) w[i / 64] &= ~(uint64_t{1} << (i % 64));
+}
+size_t count_bits(const uint64_t* w, size_t first, size_t n) {
+  size_t c = 0;
+  for (size_t i = first; i < first + n; i++) c += (w[i / 64] >> (i % 64)) & 1;
+  return c;
 }
 
 // The index of the first set bit at or after i in the bitmap `w` (each word
@@ -47,20 +62,35 @@ size_t next_bit(const uint64_t* w, size_t i, uint64_t flip) {
   return k * 64 + static_cast<size_t>(__builtin_ctzll(word));
 }
 
-// The first run of n clear bits, or kRegionPages; `longest` gets the
-// longest run seen when there is none (a hint for the next search).
-size_t find_run(const uint64_t* w, size_t n, size_t* longest) {
-  size_t best = 0;
+// The first run of n clear bits, or kRegionPages.
+size_t find_run(const uint64_t* w, size_t n) {
   for (size_t i = 0; i < kRegionPages;) {
     const size_t start = next_bit(w, i, ~uint64_t{0});
     if (start == kRegionPages) break;
     const size_t end = next_bit(w, start, 0);
     if (end - start >= n) return start;
+    i = end;
+  }
+  return kRegionPages;
+}
+
+// The longest run of clear bits.
+size_t longest_run(const uint64_t* w) {
+  size_t best = 0;
+  for (size_t i = 0; i < kRegionPages && kRegionPages - i > best;) {
+    const size_t start = next_bit(w, i, ~uint64_t{0});
+    if (start == kRegionPages) break;
+    const size_t end = next_bit(w, start, 0);
     if (end - start > best) best = end - start;
     i = end;
   }
-  *longest = best;
-  return kRegionPages;
+  return best;
+}
+
+// Whether any bit of [first, first + n) is set.
+bool any_bit(const uint64_t* w, size_t first, size_t n) {
+  const size_t i = next_bit(w, first, 0);
+  return i < first + n;
 }
 
 size_t popcount(const uint64_t* w) {
@@ -84,6 +114,7 @@ struct SlabArena::Job {
   Region* release[kMax];
   size_t nrelease = 0;
   bool trim = false;  // give back whole-free regions regardless of retention
+  uint64_t idle_since = chunk::ChunkLayer::kNow;  // when the released regions' pages were last used
 
   bool full() const { return n == kMax; }
 };
@@ -118,17 +149,11 @@ Region* SlabArena::new_region() noexcept {
   a.extent->owner = r;
   // Dirty space recycled from the chunk layer may be resident.
   if (!a.zeroed) set_bits(r->dirty, 0, kRegionPages);
-  // Address order: first fit then packs slabs into the lowest regions.
-  Region** link = &regions_;
-  Region* prev = nullptr;
-  while (*link != nullptr && (*link)->base < r->base) {
-    prev = *link;
-    link = &(*link)->next;
-  }
-  r->prev = prev;
-  r->next = *link;
-  if (*link) (*link)->prev = r;
-  *link = r;
+  r->next = regions_;
+  if (regions_) regions_->prev = r;
+  regions_ = r;
+  stats_.search_steps++;
+  refile(r);
   empty_regions_++;
   stats_.region_allocs++;
   return r;
@@ -139,7 +164,60 @@ void SlabArena::unlink(Region* r) noexcept {
   else regions_ = r->next;
   if (r->next) r->next->prev = r->prev;
   r->prev = r->next = nullptr;
+  unfile(r);
+  set_sparse(r, false, 0);
   if (r->live == 0) empty_regions_--;
+}
+
+void SlabArena::unfile(Region* r) noexcept {
+  if (!r->filed) return;
+  const size_t b = r->longest;
+  if (r->fit_prev) r->fit_prev->fit_next = r->fit_next;
+  else fit_[b] = r->fit_next;
+  if (r->fit_next) r->fit_next->fit_prev = r->fit_prev;
+  if (fit_[b] == nullptr) fit_nonempty_[b / 64] &= ~(uint64_t{1} << (b % 64));
+  r->fit_prev = r->fit_next = nullptr;
+  r->filed = false;
+}
+
+void SlabArena::refile(Region* r) noexcept {
+  const uint32_t longest = static_cast<uint32_t>(longest_run(r->used));
+  if (r->filed && longest == r->longest) return;
+  unfile(r);
+  r->longest = longest;
+  if (longest == 0) return;  // full: nothing to place here
+  r->fit_prev = nullptr;
+  r->fit_next = fit_[longest];
+  if (r->fit_next) r->fit_next->fit_prev = r;
+  fit_[longest] = r;
+  fit_nonempty_[longest / 64] |= uint64_t{1} << (longest % 64);
+  r->filed = true;
+}
+
+Region* SlabArena::fitting(size_t pages) const noexcept {
+  for (size_t w = pages / 64; w < kFitWords; w++) {
+    uint64_t bits = fit_nonempty_[w];
+    if (w == pages / 64) bits &= ~uint64_t{0} << (pages % 64);
+    if (bits) return fit_[w * 64 + static_cast<size_t>(__builtin_ctzll(bits))];
+  }
+  return nullptr;
+}
+
+void SlabArena::set_sparse(Region* r, bool sparse, uint64_t now) noexcept {
+  if (r->sparse == sparse) return;
+  r->sparse = sparse;
+  if (sparse) {
+    r->sparse_since = now;
+    r->sparse_prev = nullptr;
+    r->sparse_next = sparse_;
+    if (sparse_) sparse_->sparse_prev = r;
+    sparse_ = r;
+    return;
+  }
+  if (r->sparse_prev) r->sparse_prev->sparse_next = r->sparse_next;
+  else sparse_ = r->sparse_next;
+  if (r->sparse_next) r->sparse_next->sparse_prev = r->sparse_prev;
+  r->sparse_prev = r->sparse_next = nullptr;
 }
 
 bool SlabArena::surplus(const Region* r) const noexcept {
@@ -152,27 +230,29 @@ Lent SlabArena::alloc(size_t pages) noexcept {
   Lent out;
   {
     LockGuard g(lock_);
-    Region* r = regions_;
-    size_t at = kRegionPages;
-    for (; r != nullptr; r = r->next) {
-      if (kRegionPages - r->live < pages || r->longest < pages) continue;
-      size_t longest = 0;
-      at = find_run(r->used, pages, &longest);
-      if (at != kRegionPages) break;
-      r->longest = static_cast<uint32_t>(longest);
-    }
-    if (r == nullptr) {
-      r = new_region();
-      if (r == nullptr) return {};
-      at = 0;
+    // The region whose longest free run is the shortest that holds the
+    // slab: the fullest regions fill first, and an empty one is taken last
+    // (it may go back whole). One bitmap scan, however many regions are held.
+    Region* r = fitting(pages);
+    if (r == nullptr && (r = new_region()) == nullptr) return {};
+    stats_.search_steps++;
+    const size_t at = find_run(r->used, pages);
+    DUCTILE_ASSERT(at != kRegionPages);
+    if (r->ndecommitted != 0 && any_bit(r->decommitted, at, pages)) {
+      // Purged under strict overcommit: charge it again first (one mprotect
+      // over the run; committing committed pages again is harmless).
+      if (!chunks_->os().commit(ptr(r->base + at * kPage), pages * kPage)) return {};
+      r->ndecommitted -= static_cast<uint32_t>(count_bits(r->decommitted, at, pages));
+      clear_bits(r->decommitted, at, pages);
     }
     chunk::Extent* e = chunks_->lend(r->extent, r->base + at * kPage, pages * kPage);
     if (e == nullptr) return {};
     set_bits(r->used, at, pages);
+    refile(r);
     clear_bits(r->dirty, at, pages);
     if (r->live == 0) empty_regions_--;
     r->live += static_cast<uint32_t>(pages);
-    if (r->live >= kAlmostEmpty) r->sparse_since = 0;  // in use again
+    if (r->live >= kAlmostEmpty) set_sparse(r, false, 0);  // in use again
     if (at + pages > r->high) r->high = static_cast<uint32_t>(at + pages);
     stats_.lends++;
     if (!r->busy && r->high * kPage > opts_.busy_prefix) {
@@ -208,14 +288,16 @@ void SlabArena::reserve_dirty(Region* r, Job& job) noexcept {
     if (start == kRegionPages) break;
     const size_t end = next_bit(free_dirty, start, ~uint64_t{0});
     set_bits(r->used, start, end - start);
+    refile(r);
     r->purging++;
     job.piece[job.n++] = {r, static_cast<uint32_t>(start), static_cast<uint32_t>(end - start)};
     i = end;
   }
 }
 
-void SlabArena::free(const Lent* v, size_t n) noexcept {
+void SlabArena::free(const Lent* v, size_t n, uint64_t idle_since) noexcept {
   Job job;
+  job.idle_since = idle_since;
   const uint64_t now = chunks_->now_ns();
   {
     LockGuard g(lock_);
@@ -226,7 +308,6 @@ void SlabArena::free(const Lent* v, size_t n) noexcept {
       const size_t np = e->size / kPage;
       chunks_->unlend(r->extent, e);
       clear_bits(r->used, first, np);
-      r->longest = kRegionPages;
       set_bits(r->dirty, first, np);
       r->live -= static_cast<uint32_t>(np);
       stats_.returns++;
@@ -243,40 +324,59 @@ void SlabArena::free(const Lent* v, size_t n) noexcept {
           r->purging++;
           job.piece[job.n++] = {r, static_cast<uint32_t>(first), static_cast<uint32_t>(np)};
         }
-      } else if (r->live != 0 && r->live < kAlmostEmpty && r->sparse_since == 0) {
-        r->sparse_since = now;
+      } else if (r->live != 0 && r->live < kAlmostEmpty) {
+        // (A region already on the list keeps its time.)
+        set_sparse(r, true, idle_since < now ? idle_since : now);
       }
+      refile(r);
     }
-    decay_locked(now, job);
+    decay_locked(now, job, step_pages());
   }
   (void)run(job);
 }
 
-void SlabArena::decay() noexcept {
-  Job job;
-  {
-    LockGuard g(lock_);
-    decay_locked(chunks_->now_ns(), job);
+bool SlabArena::decay(size_t max_pages) noexcept {
+  for (;;) {
+    Job job;
+    bool more;
+    {
+      LockGuard g(lock_);
+      decay_locked(chunks_->now_ns(), job, max_pages);
+      more = backlog_;
+    }
+    (void)run(job);
+    if (!more || max_pages != SIZE_MAX) return more;
   }
-  (void)run(job);
 }
 
-void SlabArena::decay_locked(uint64_t now, Job& job) noexcept {
+void SlabArena::decay_locked(uint64_t now, Job& job, size_t max_pages) noexcept {
   const uint64_t decay = chunks_->options().decay_ns;
-  if (now - last_decay_ < decay / 4) return;
+  if (!backlog_ && now - last_decay_ < decay / 4) return;
   last_decay_ = now;
+  backlog_ = false;
+  size_t pages = 0;
   // Advised regions that have stayed hardly used (under 1/8 of their pages)
   // for the decay time: their free pages now matter more than their huge
   // pages. (A region that empties and refills within the decay time --
   // threads that come and go -- keeps them.)
-  for (Region* r = regions_; r != nullptr && !job.full(); r = r->next) {
-    if (r->sparse_since == 0) continue;
+  // Only those on the sparse list are looked at, not every region held.
+  for (Region* r = sparse_; r != nullptr;) {
+    Region* next = r->sparse_next;
     if (r->live == 0 || r->live >= kAlmostEmpty) {
-      r->sparse_since = 0;
+      set_sparse(r, false, 0);
     } else if (now - r->sparse_since >= decay) {
+      // A region's free pages are at most a region: the budget holds when it
+      // is at least that (it is one huge page by default).
+      if (job.full() || (pages != 0 && pages + (kRegionPages - r->live) > max_pages)) {
+        backlog_ = true;
+        break;
+      }
+      const size_t before = job.n;
       reserve_dirty(r, job);
-      r->sparse_since = 0;
+      for (size_t i = before; i < job.n; i++) pages += job.piece[i].n;
+      set_sparse(r, false, 0);
     }
+    r = next;
   }
 }
 
@@ -286,14 +386,26 @@ size_t SlabArena::run(Job& job) noexcept {
     os::Range ranges[Job::kMax];
     for (size_t i = 0; i < job.n; i++)
       ranges[i] = {ptr(job.piece[i].region->base + job.piece[i].first * kPage), job.piece[i].n * kPage};
-    const size_t done = chunks_->os().purge(ranges, job.n);
+    // Under strict overcommit the pages are decommitted, so that their
+    // commit charge goes too (alloc commits them again).
+    const bool strict = chunks_->os().features().strict_overcommit;
+    size_t done = 0;
+    if (strict) {
+      while (done < job.n && chunks_->os().decommit(ranges[done].addr, ranges[done].size)) done++;
+    } else {
+      done = chunks_->os().purge(ranges, job.n);
+    }
     LockGuard g(lock_);
     for (size_t i = 0; i < job.n; i++) {
       Region* r = job.piece[i].region;
       clear_bits(r->used, job.piece[i].first, job.piece[i].n);
-      r->longest = kRegionPages;
+      refile(r);
       if (i < done) {
         clear_bits(r->dirty, job.piece[i].first, job.piece[i].n);
+        if (strict) {
+          r->ndecommitted += static_cast<uint32_t>(job.piece[i].n - count_bits(r->decommitted, job.piece[i].first, job.piece[i].n));
+          set_bits(r->decommitted, job.piece[i].first, job.piece[i].n);
+        }
         stats_.purged_pages += job.piece[i].n;
         bytes += job.piece[i].n * kPage;
       } else {
@@ -313,7 +425,11 @@ size_t SlabArena::run(Job& job) noexcept {
       ext[i]->owner = nullptr;
       if (job.trim) bytes += popcount(job.release[i]->dirty) * kPage;
     }
-    if (job.trim) {
+    // A region with decommitted pages goes back purged whole (decommitted):
+    // the chunk layer takes an extent as committed or not as a whole.
+    bool decommitted = false;
+    for (size_t i = 0; i < job.nrelease; i++) decommitted |= job.release[i]->ndecommitted != 0;
+    if (job.trim || decommitted) {
       // Purged whole now (the chunk layer batches it), kept as zeroed space.
       chunks_->release(ext, job.nrelease);
     } else {
@@ -324,7 +440,7 @@ size_t SlabArena::run(Job& job) noexcept {
       // once, and the next generation of threads faulted them all in again.)
       for (size_t i = 0; i < job.nrelease; i++) {
         const bool dirty = popcount(job.release[i]->dirty) != 0;
-        chunks_->free(ext[i], dirty ? SIZE_MAX : 0);
+        chunks_->free(ext[i], dirty ? SIZE_MAX : 0, job.idle_since);
       }
     }
     LockGuard g(lock_);

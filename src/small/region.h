@@ -2,8 +2,9 @@
 // that memory full of small objects can sit on transparent huge pages.
 //
 // The arena takes whole 2 MiB regions (one huge page each) from the chunk
-// layer and lends slabs out of them, first fit from the lowest address, so
-// slabs crowd into few regions. A region starts on small pages: one that has
+// layer and lends slabs out of them, from the region whose longest free run
+// is the shortest that holds the slab (regions are filed by it, so this is
+// one bitmap scan), so slabs crowd into the fullest regions. A region starts on small pages: one that has
 // proven busy -- it has carved past a first prefix (1 MiB) -- is advised as
 // huge pages (khugepaged collapses it); a small program that never gets that
 // far pays nothing for huge pages.
@@ -56,6 +57,9 @@ struct ArenaStats {
   uint64_t returns = 0;        // slabs returned
   uint64_t purged_pages = 0;   // free pages purged inside held regions
   uint64_t prefaults = 0;      // stretches queued for the helper
+  // Regions looked at to place a slab or to file a new region: the work of
+  // finding room, which must not grow with the number of regions held.
+  uint64_t search_steps = 0;
 };
 
 struct Region;
@@ -78,14 +82,20 @@ class SlabArena {
   // `pages` pages (at most a region) as an active extent with every page
   // mapped to it; the caller sets its kind and owner. Contents undefined.
   Lent alloc(size_t pages) noexcept;
-  // Takes back n slabs no longer in use.
-  void free(const Lent* v, size_t n) noexcept;
+  // Takes back n slabs no longer in use; `idle_since` is when they were last
+  // used, for the decay of the regions they leave (almost) empty.
+  void free(const Lent* v, size_t n, uint64_t idle_since = chunk::ChunkLayer::kNow) noexcept;
   // Purges every free page of every region and gives back whole-free regions.
   // Returns the bytes purged.
   size_t trim() noexcept;
   // Purges the free pages of advised regions that have stayed almost empty
-  // for the decay time (the background thread; frees do it on their way).
-  void decay() noexcept;
+  // for the decay time: all of them (the background thread), or at most
+  // `max_pages` (a step from an allocator call). Frees take a step on their way.
+  // True when a bounded step left work due for the next one.
+  bool decay(size_t max_pages = SIZE_MAX) noexcept;
+
+  // The most pages a decay step inside an allocator call purges.
+  size_t step_pages() const noexcept { return chunks_->options().decay_step_bytes / kPage; }
 
   ArenaStats stats() const noexcept;
   void prefork() noexcept { lock_.lock(); }
@@ -96,13 +106,22 @@ class SlabArena {
   struct Job;  // pages reserved for purging outside the lock
   Region* new_region() noexcept;
   void unlink(Region* r) noexcept;
+  // Puts r on the fit list of its longest free run (recomputed), or none when full.
+  void refile(Region* r) noexcept;
+  void unfile(Region* r) noexcept;
+  // The region on the first non-empty fit list of at least `pages`, or nullptr.
+  Region* fitting(size_t pages) const noexcept;
+  // Puts r on (or takes it off) the list of almost-empty advised regions.
+  void set_sparse(Region* r, bool sparse, uint64_t now) noexcept;
   // Marks free dirty runs of r as reserved and appends them to `job`.
   void reserve_dirty(Region* r, Job& job) noexcept;
   // Purges a job's ranges, then releases the reservations (and whole regions).
   size_t run(Job& job) noexcept;
   // Purges advised regions that have stayed almost empty for the decay time
   // (checked at most four times per decay time).
-  void decay_locked(uint64_t now, Job& job) noexcept;
+  // At most max_pages pages (at least one region's); a step stopped by it
+  // leaves a backlog that the next call takes without waiting.
+  void decay_locked(uint64_t now, Job& job, size_t max_pages) noexcept;
   // Whether a region with no slabs left should go back to the chunk layer.
   bool surplus(const Region* r) const noexcept;
 
@@ -110,10 +129,19 @@ class SlabArena {
   Prefaulter* prefault_ = nullptr;
   ArenaOptions opts_;
   mutable Mutex lock_;
-  Region* regions_ = nullptr;  // lowest address first
+  Region* regions_ = nullptr;  // every region held
+  // Regions by their longest free run (1..kRegionPages pages), with a bitmap
+  // of the non-empty lists: placing a slab is one bitmap scan, however many
+  // regions are held. (A walk of every region from the lowest address made
+  // growing a heap of small objects quadratic.)
+  static constexpr size_t kFitWords = (kRegionPages + 1 + 63) / 64;
+  Region* fit_[kRegionPages + 1] = {};
+  uint64_t fit_nonempty_[kFitWords] = {};
+  Region* sparse_ = nullptr;   // almost-empty advised regions (decay looks only here)
   Region* spare_ = nullptr;    // recycled records
   size_t empty_regions_ = 0;   // held regions with no slab
   uint64_t last_decay_ = 0;
+  bool backlog_ = false;  // the last decay step stopped at its budget
   ArenaStats stats_;
 };
 

@@ -53,6 +53,13 @@ struct ThreadCache {
   CacheBin bins[kNumClasses];
   uint64_t allocated = 0;    // bytes handed out by this thread (class sizes)
   uint64_t deallocated = 0;  // bytes freed by this thread
+  // Frees into the cache left before this thread looks whether a decay step
+  // is due (core: decay_event). Frees that only ever hit the cache reach no
+  // slow path, and an idle class's empty slabs waited for good without a
+  // background thread; every kDecayEvent frees a look costs a coarse-clock
+  // read -- and the countdown one decrement per free.
+  uint32_t decay_countdown = kDecayEvent;
+  static constexpr uint32_t kDecayEvent = 4096;
   ThreadCache* next = nullptr;  // live list, or the free pool
   ThreadCache* prev = nullptr;
   uint32_t bin_set = 0;  // which set of bins (Runtime::bins) this thread fills from
@@ -67,6 +74,7 @@ struct ThreadCache {
       off += bins[c].limit;
     }
     allocated = deallocated = 0;
+    decay_countdown = kDecayEvent;
   }
 };
 

@@ -14,6 +14,7 @@
 
 #include "chunk/chunk.h"
 #include "support/fake_clock.h"
+#include "support/maps.h"
 #include "support/fake_kernel.h"
 #include "support/layers.h"
 
@@ -627,6 +628,45 @@ TEST_F(ChunkTest, DecayRunsFromTheFreePath) {
   chunks_->free(guard);
 }
 
+// A free that comes due for decay purges at most one step's budget (one
+// huge page) inside that call; the next calls go on from there without
+// waiting for the next quarter of the decay time, and the background
+// thread's decay() takes everything. Before, the one call purged all 32 MiB.
+TEST_F(ChunkTest, DecayFromACallPurgesAtMostItsBudgetAndTheNextCallsGoOn) {
+  constexpr size_t kBudget = 2 * kMiB;  // chunk::Options::decay_step_bytes
+  std::vector<Extent*> v;
+  for (int i = 0; i < 8; i++) {
+    v.push_back(alloc(4 * kMiB));
+    std::memset(ptr(v.back()->base), 'b', 4 * kMiB);
+    v.push_back(alloc(kPage));  // keeps them apart: eight dirty extents of 4 MiB
+  }
+  Extent* e = alloc(kPage);
+  for (size_t i = 0; i < v.size(); i += 2) chunks_->free(v[i]);
+  clock_.advance_ms(1500);
+  // Every free and alloc from now on notices old dirty extents.
+  size_t calls = 0;
+  while (chunks_->stats().purged_bytes < 32 * kMiB && calls < 100) {
+    uint64_t before = os_->counters().purged_bytes.load();
+    if (calls % 2 == 0) chunks_->free(e);
+    else e = alloc(kPage);
+    EXPECT_LE(os_->counters().purged_bytes.load() - before, kBudget) << "call " << calls;
+    calls++;
+  }
+  EXPECT_EQ(chunks_->stats().purged_bytes, 32 * kMiB);
+  EXPECT_EQ(calls, 32 * kMiB / kBudget);  // no call wasted, and no wait between them
+  if (calls % 2 == 0) chunks_->free(e);
+  // The background thread's step is not bounded: it holds no lock.
+  for (size_t i = 0; i < v.size(); i += 2) {
+    v[i] = alloc(4 * kMiB);
+    std::memset(ptr(v[i]->base), 'b', 4 * kMiB);
+  }
+  for (size_t i = 0; i < v.size(); i += 2) chunks_->free(v[i]);
+  clock_.advance_ms(1500);
+  EXPECT_GE(chunks_->decay(), 32 * kMiB);
+  EXPECT_EQ(chunks_->stats().dirty, 0u);
+  for (size_t i = 1; i < v.size(); i += 2) chunks_->free(v[i]);
+}
+
 // decay_ms:0: every free purges, also several in one clock tick (the free
 // path's rate limit used to leave all but the first dirty, for good in a
 // program that then went quiet).
@@ -789,6 +829,46 @@ TEST_F(ChunkTest, StrictOvercommitCommitsOnlyWhatIsHandedOut) {
   kernel_.reset_calls();
   EXPECT_NE(chunks_->alloc(4 * kPage).extent, nullptr);
   EXPECT_EQ(kernel_.calls().size(), 0u);
+}
+
+// Under strict overcommit a purge decommits: the range stops being writable
+// (charged), and is committed again when handed out. Before, 1 GiB
+// allocated, written, freed and purged stayed charged, all of it.
+TEST_F(ChunkTest, StrictOvercommitPurgeGivesTheChargeBack) {
+  kernel_.overcommit = "2\n";
+  make();
+  ASSERT_TRUE(os_->features().strict_overcommit);
+  constexpr size_t kSize = 16 * kMiB;
+  Extent* e = alloc(kSize);
+  const uintptr_t base = e->base;
+  std::memset(ptr(base), 'c', kSize);
+  EXPECT_EQ(test::writable_bytes(base, base + kSize), kSize);
+  chunks_->free(e);
+  EXPECT_EQ(chunks_->trim(), kSize);
+  EXPECT_EQ(test::writable_bytes(base, base + kSize), 0u);
+  // Handed out again: committed first, zeroed, writable.
+  Allocation a = chunks_->alloc_at(base, kSize);
+  ASSERT_NE(a.extent, nullptr);
+  EXPECT_TRUE(a.zeroed);
+  EXPECT_EQ(test::writable_bytes(base, base + kSize), kSize);
+  std::memset(ptr(base), 'd', kSize);
+  // Decay does it too; a plain alloc of the space commits it again.
+  chunks_->free(a.extent);
+  clock_.advance_ms(1500);
+  EXPECT_EQ(chunks_->decay(), kSize);
+  EXPECT_EQ(test::writable_bytes(base, base + kSize), 0u);
+  Allocation b = chunks_->alloc(kSize);
+  ASSERT_NE(b.extent, nullptr);
+  EXPECT_EQ(test::writable_bytes(b.extent->base, b.extent->end()), kSize);
+  std::memset(ptr(b.extent->base), 'e', kSize);
+  // And growth over decommitted space commits what it takes.
+  ASSERT_TRUE(chunks_->shrink(b.extent, kSize / 2));
+  EXPECT_EQ(chunks_->trim(), kSize / 2);
+  EXPECT_EQ(test::writable_bytes(b.extent->end(), b.extent->end() + kSize / 2), 0u);
+  ASSERT_EQ(chunks_->grow(b.extent, kSize, false).path, GrowPath::kNeighbour);
+  EXPECT_EQ(test::writable_bytes(b.extent->base, b.extent->end()), kSize);
+  std::memset(ptr(b.extent->base), 'f', kSize);
+  chunks_->free(b.extent);
 }
 
 TEST_F(ChunkTest, FreeReturnsAnUnwrittenTailClean) {
