@@ -176,3 +176,13 @@ test_integration_differential_jemalloc_CPPFLAGS = \
 test_integration_differential_jemalloc_CXXFLAGS = $(ductile_test_cxxflags)
 test_integration_differential_jemalloc_LDFLAGS = $(ductile_test_ldflags)
 test_integration_differential_jemalloc_LDADD = $(JEMALLOC_LIBS) $(GTEST_LIBS)
+
+# No successful call changes errno, the first one (which makes the runtime)
+# included.
+check_PROGRAMS += test/integration/errno_prog
+test_integration_errno_prog_SOURCES = test/integration/errno_prog.c
+test_integration_errno_prog_CPPFLAGS = -I$(top_srcdir)/include
+test_integration_errno_prog_CFLAGS = -pthread
+test_integration_errno_prog_LDFLAGS = -pthread
+test_integration_errno_prog_LDADD = libductile.la
+TESTS += test/integration/errno_prog

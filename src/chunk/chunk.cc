@@ -213,7 +213,6 @@ bool ChunkLayer::reserve_more(size_t size, size_t align, bool thp) noexcept {
   const size_t hint_align = align > kHugePage ? align : kHugePage;
   // The usual size first; if the kernel refuses it (RLIMIT_AS, or a
   // fragmented address space), just what this request needs.
-  const int saved = errno;
   if (want < options_.reservation && reserve(options_.reservation, hint_align, thp)) return true;
   if (!reserve(want, hint_align, thp)) {
     // At the address-space limit, retained free space is what stands in the
@@ -222,7 +221,6 @@ bool ChunkLayer::reserve_more(size_t size, size_t align, bool thp) noexcept {
     const size_t limit = os_.features().address_space_limit;
     if (limit == SIZE_MAX || want > limit || unmap_free() == 0 || !reserve(want, hint_align, thp)) return false;
   }
-  errno = saved;  // a call that succeeds leaves errno alone
   return true;
 }
 

@@ -462,6 +462,7 @@ bool ensure_ready() noexcept {
   t_initialising = true;
   g_init_lock.lock();
   if (!g_ready.load(std::memory_order_relaxed)) {
+    const KeepErrno keep;  // the probes' and libc's refusals are no error of the caller's
     Options o;
     parse_options(DUCTILE_DEFAULT_CONF, o);
     parse_options(getenv("DUCTILE_CONF"), o);
