@@ -186,3 +186,9 @@ test_integration_errno_prog_CFLAGS = -pthread
 test_integration_errno_prog_LDFLAGS = -pthread
 test_integration_errno_prog_LDADD = libductile.la
 TESTS += test/integration/errno_prog
+
+# Allocations made while ductile starts (from an interposed getenv).
+check_PROGRAMS += test/integration/startup_prog
+test_integration_startup_prog_SOURCES = test/integration/startup_prog.c
+test_integration_startup_prog_LDADD = libductile.la
+TESTS += test/integration/startup_prog

@@ -29,8 +29,11 @@ using small::ThreadCache;
 
 // ---- bootstrap ---------------------------------------------------------
 // Memory for calls that reach us while this very thread is creating the
-// runtime (a libc function that allocates on first use). Never reused; a
-// 16-byte header holds the size for realloc and malloc_usable_size.
+// runtime (a libc function that allocates on first use, an interposed
+// getenv). Never reused, so it reads as zero; a 16-byte header before each
+// block holds its size for realloc and malloc_usable_size. Only the thread
+// that holds the init lock gets here, but the offset is claimed atomically
+// all the same.
 constexpr size_t kBootstrapBytes = 64 * 1024;
 alignas(16) unsigned char g_bootstrap[kBootstrapBytes];
 std::atomic<size_t> g_bootstrap_used{0};
@@ -39,17 +42,27 @@ bool is_bootstrap(const void* p) {
   return addr(p) >= addr(g_bootstrap) && addr(p) < addr(g_bootstrap) + kBootstrapBytes;
 }
 
-void* bootstrap_alloc(size_t size) {
-  size_t need = align_up(size + 16, 16);
-  if (need == 0) return nullptr;
-  size_t off = g_bootstrap_used.fetch_add(need, std::memory_order_relaxed);
-  if (off + need > kBootstrapBytes) {
+// `align`: 0 or a power of two. Sizes and alignments are bounded by the
+// buffer before any arithmetic, so nothing wraps (size + 16 did, near SIZE_MAX).
+void* bootstrap_alloc(size_t size, size_t align) {
+  if (align < 16) align = 16;
+  if (size > kBootstrapBytes || align > kBootstrapBytes) {
     errno = ENOMEM;
     return nullptr;
   }
-  unsigned char* p = g_bootstrap + off;
-  std::memcpy(p, &size, sizeof size);
-  return p + 16;
+  size_t off = g_bootstrap_used.load(std::memory_order_relaxed);
+  size_t start, end;
+  do {
+    start = align_up(addr(g_bootstrap) + off + 16, align) - addr(g_bootstrap);
+    end = start + align_up(size, 16);
+    if (end > kBootstrapBytes) {
+      errno = ENOMEM;
+      return nullptr;
+    }
+  } while (!g_bootstrap_used.compare_exchange_weak(off, end, std::memory_order_relaxed));
+  unsigned char* p = g_bootstrap + start;
+  std::memcpy(p - 16, &size, sizeof size);
+  return p;
 }
 
 size_t bootstrap_size(const void* p) {
@@ -291,7 +304,7 @@ void* alloc_class(size_t cls, bool zero, bool cached) {
 // densely used, and goes to huge-page space.
 void* alloc_impl(size_t size, size_t align, bool zero, bool cached = true, bool growing = false) {
   if (DUCTILE_UNLIKELY(!ensure_ready())) {
-    void* p = bootstrap_alloc(size);  // zeroed: static storage, never reused
+    void* p = bootstrap_alloc(size, align);  // zeroed: static storage, never reused
     return p;
   }
   if (DUCTILE_UNLIKELY(size > static_cast<size_t>(PTRDIFF_MAX))) {
