@@ -192,3 +192,13 @@ check_PROGRAMS += test/integration/startup_prog
 test_integration_startup_prog_SOURCES = test/integration/startup_prog.c
 test_integration_startup_prog_LDADD = libductile.la
 TESTS += test/integration/startup_prog
+
+# Bad frees, fork while other threads are inside the allocator, many
+# threads on few cores (the allocator's objects linked in, as core_test).
+check_PROGRAMS += test/unit/hardening_test
+TESTS += test/unit/hardening_test
+test_unit_hardening_test_SOURCES = test/unit/hardening_test.cc test/support/patterns.h
+test_unit_hardening_test_CPPFLAGS = $(ductile_test_cppflags)
+test_unit_hardening_test_CXXFLAGS = $(ductile_test_cxxflags)
+test_unit_hardening_test_LDFLAGS = $(ductile_test_ldflags)
+test_unit_hardening_test_LDADD = $(ductile_test_ldadd)

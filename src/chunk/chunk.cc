@@ -125,8 +125,12 @@ void ChunkLayer::insert_free(Extent* e, ExtentState state) noexcept {
     if (left != nullptr && left != e && left->state == state && left->end() == e->base &&
         left->committed == e->committed && left->thp == e->thp && !left->remapped && !e->remapped) {
       set.remove(left);
-      // The old boundary between them is interior now: point it at the survivor.
-      (void)page_map_.set_range(e->base - kPage, kPage, e);
+      // The old boundary between them is interior now: both its pages point
+      // at the survivor, untagged. e's first page may still carry the tag of
+      // the block it was (a medium block's class): left there, it outlived
+      // the block, and a free of that address inside a later, larger block
+      // was taken as a free of a block of that class.
+      (void)page_map_.set_range(e->base - kPage, 2 * kPage, e);
       e->base = left->base;
       e->size += left->size;
       if (left->freed_ns > e->freed_ns) e->freed_ns = left->freed_ns;
@@ -137,7 +141,7 @@ void ChunkLayer::insert_free(Extent* e, ExtentState state) noexcept {
   if (right != nullptr && right != e && right->state == state && right->base == e->end() &&
       right->committed == e->committed && right->thp == e->thp && !right->remapped && !e->remapped) {
     set.remove(right);
-    (void)page_map_.set_range(right->base, kPage, e);
+    (void)page_map_.set_range(e->end() - kPage, 2 * kPage, e);
     e->size += right->size;
     if (right->freed_ns > e->freed_ns) e->freed_ns = right->freed_ns;
     recycle(right);
