@@ -95,7 +95,6 @@ StatsSnapshot& snapshot(StatsSnapshot& s) {
 }
 
 // ---- leaves ------------------------------------------------------------
-Mutex g_write_lock;  // serialises writes of options
 std::atomic<uint64_t> g_epoch{1};
 
 int ctl_version(Req& r, const size_t*, size_t) {
@@ -302,7 +301,7 @@ ssize_t decay_as_ssize(uint64_t ms) {
 int set_decay_ms(uint64_t ms) {
   char text[24];
   const size_t n = format_u64(ms, text, sizeof text);
-  LockGuard g(g_write_lock);
+  LockGuard g(core::options_lock());
   core::Options o = core::rt().opts;
   if (!core::set_option(o, "decay_ms", text, n)) return EINVAL;
   core::rt().opts.decay_ms = o.decay_ms;

@@ -8,6 +8,8 @@
 #include <initializer_list>
 #include <new>
 
+#include "base/fork_gate.h"
+
 namespace ductile::chunk {
 
 namespace {
@@ -610,7 +612,7 @@ void ChunkLayer::free(Extent* e, size_t committed) noexcept {
   // decay_ms:0 purges on free, every time: the rate limit of maybe_decay()
   // would leave the frees of one clock tick dirty in a program that then
   // goes quiet.
-  if (options_.decay_ns == 0) (void)purge_dirty(0);
+  if (options_.decay_ns == 0) (void)purge_dirty(0, false);
   else maybe_decay();
 }
 
@@ -709,6 +711,7 @@ ChunkLayer::PurgeResult ChunkLayer::purge_marked(Extent* const* batch, size_t n)
   bool complete = true;
   LockGuard g(lock_);
   for (size_t i = 0; i < n; i++) {
+    stats_.purging -= batch[i]->size;
     if (purged[i]) {
       total += batch[i]->size;
       stats_.purged_bytes += batch[i]->size;
@@ -727,6 +730,7 @@ ChunkLayer::PurgeResult ChunkLayer::purge_marked(Extent* const* batch, size_t n)
 }
 
 void ChunkLayer::release(Extent* const* v, size_t n) noexcept {
+  const InFlight gate;  // marked purging, out of every set, until purged
   uint64_t now = clock_.now_ns();
   while (n > 0) {
     size_t k = n < os::kPurgeBatch ? n : os::kPurgeBatch;
@@ -740,6 +744,7 @@ void ChunkLayer::release(Extent* const* v, size_t n) noexcept {
         clear_interior(e);
         e->freed_ns = now;
         e->state = ExtentState::kPurging;
+        stats_.purging += e->size;
       }
     }
     (void)purge_marked(v, k);
@@ -748,7 +753,15 @@ void ChunkLayer::release(Extent* const* v, size_t n) noexcept {
   }
 }
 
-size_t ChunkLayer::purge_dirty(uint64_t min_age_ns) noexcept {
+size_t ChunkLayer::purge_dirty(uint64_t min_age_ns, bool may_wait) noexcept {
+  // The batch is out of every set until it is purged: in flight (fork_gate.h).
+  // From the free path, which a caller may reach holding a lock of its own,
+  // a fork in progress skips the purge instead (a later free does it).
+  if (may_wait) ForkGate::enter();
+  else if (!ForkGate::try_enter()) return 0;
+  struct Leave {
+    ~Leave() { ForkGate::leave(); }
+  } leave;
   size_t total = 0;
   for (;;) {
     Extent* batch[os::kPurgeBatch];
@@ -762,6 +775,7 @@ size_t ChunkLayer::purge_dirty(uint64_t min_age_ns) noexcept {
           if (now - e->freed_ns >= min_age_ns || min_age_ns == 0) {
             dirty.remove(e);
             e->state = ExtentState::kPurging;  // unavailable until the batch completes
+            stats_.purging += e->size;
             batch[n++] = e;
           }
           e = next;
@@ -782,15 +796,15 @@ void ChunkLayer::maybe_decay() noexcept {
   if (now - last < options_.decay_ns / 4 + 1) return;
   if (!__atomic_compare_exchange_n(&last_decay_ns_, &last, now, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
     return;  // another thread is doing it
-  (void)purge_dirty(options_.decay_ns == 0 ? 0 : options_.decay_ns);
+  (void)purge_dirty(options_.decay_ns == 0 ? 0 : options_.decay_ns, false);
 }
 
 size_t ChunkLayer::decay() noexcept {
   __atomic_store_n(&last_decay_ns_, clock_.now_ns(), __ATOMIC_RELAXED);
-  return purge_dirty(options_.decay_ns);
+  return purge_dirty(options_.decay_ns, true);
 }
 
-size_t ChunkLayer::trim() noexcept { return purge_dirty(0); }
+size_t ChunkLayer::trim() noexcept { return purge_dirty(0, true); }
 
 ChunkStats ChunkLayer::stats() const noexcept {
   LockGuard g(lock_);

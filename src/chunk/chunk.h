@@ -80,6 +80,7 @@ struct ChunkStats {
   size_t active = 0;        // in extents handed to upper layers
   size_t dirty = 0;         // retained, maybe resident
   size_t clean = 0;         // purged or never touched
+  size_t purging = 0;       // in a purge batch that has not completed
   size_t dirty_extents = 0; // free extents that are dirty (mallinfo's ordblks)
   size_t reservations = 0;  // reservation mappings made
   uint64_t allocs = 0;
@@ -236,7 +237,8 @@ class ChunkLayer {
   // Commits the first `commit` bytes of a carved extent; false (and the
   // extent returned) when the kernel refuses.
   bool commit_carved(Extent* e, size_t commit) noexcept;
-  size_t purge_dirty(uint64_t min_age_ns) noexcept;
+  // `may_wait`: false on the free path (see ForkGate::try_enter).
+  size_t purge_dirty(uint64_t min_age_ns, bool may_wait) noexcept;
   // Purges extents already marked kPurging and out of every set (at most
   // kPurgeBatch), then puts them back clean (or dirty, if the kernel refused).
   struct PurgeResult {

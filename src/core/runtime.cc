@@ -8,6 +8,7 @@
 #include <cstring>
 #include <new>
 
+#include "base/fork_gate.h"
 #include "core/stats.h"
 #include "core/stdio_fork.h"
 #include "os/kernel.h"
@@ -493,6 +494,8 @@ bool ensure_ready() noexcept {
   return true;
 }
 
+Mutex& options_lock() noexcept { return g_init_lock; }
+
 bool set_huge_threshold(size_t bytes) noexcept {
   if (!ensure_ready()) return false;
   char text[24];
@@ -687,9 +690,12 @@ size_t trim() noexcept {
 
 namespace {
 
-// The lock order is stdio's list lock, then ductile's: see stdio_fork.h.
-// Nothing in ductile calls stdio while holding a lock of its own.
+// First the fork gate: work in flight (fork_gate.h) finishes, holding no
+// lock of the forking thread's. Then stdio's list lock, then ductile's:
+// see stdio_fork.h. Nothing in ductile calls stdio while holding a lock of
+// its own. The init lock is also the options lock (mallctl's writes).
 void prefork() noexcept {
+  ForkGate::close();
   stdio_fork::prepare();
   g_init_lock.lock();
   g_caches_lock.lock();
@@ -713,6 +719,7 @@ void postfork_parent() noexcept {
   g_caches_lock.unlock();
   g_init_lock.unlock();
   stdio_fork::parent();
+  ForkGate::open();
 }
 
 void postfork_child() noexcept {
@@ -726,6 +733,7 @@ void postfork_child() noexcept {
   g_caches_lock.reinit_after_fork();
   g_init_lock.reinit_after_fork();
   stdio_fork::child();
+  ForkGate::reset_in_child();
   rt().os.after_fork_in_child();
   // The other threads do not exist in the child. Their caches may have been
   // in the middle of an operation (a flush half done), so their contents

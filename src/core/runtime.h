@@ -122,6 +122,9 @@ void flush_thread_cache() noexcept;
 size_t trim() noexcept;
 // Makes the runtime ready; false while it is being made by this very thread.
 bool ensure_ready() noexcept;
+// Serialises changes of run-time options (mallctl writes, mallopt); taken
+// around fork, so a child never inherits it held.
+Mutex& options_lock() noexcept;
 // Changes the huge threshold at run time (mallopt's M_MMAP_THRESHOLD) to
 // `bytes`, which must be a value the huge_threshold option accepts; false,
 // with nothing changed, for any other or while the runtime is not ready.

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <new>
 
+#include "base/fork_gate.h"
 #include "small/thread_cache.h"
 
 namespace ductile::small {
@@ -275,8 +276,11 @@ void Bin::settle(Slab* s, uint32_t freed, Lent* expired, size_t& nexpired) noexc
     s->empty_since = arena_->chunks().now_ns();
     link(s, kEmpty);
     Slab* oldest = empty_tail_;
+    // Expired slabs are in flight until the arena has them (fork_gate.h);
+    // under the lock, a fork in progress leaves them here for now.
     if (nempty_ > kRetainEmpty && nexpired < os::kPurgeBatch &&
-        s->empty_since - oldest->empty_since >= arena_->chunks().options().decay_ns)
+        s->empty_since - oldest->empty_since >= arena_->chunks().options().decay_ns &&
+        (nexpired != 0 || ForkGate::try_enter()))
       expired[nexpired++] = take_empty(oldest);
     else if (nempty_ > kRetainEmpty)
       arena_->chunks().note_retained(s->extent->size);  // decay's to release, if nobody frees here again
@@ -295,7 +299,10 @@ size_t Bin::flush(void** objs, size_t n) noexcept {
     others = words_ ? flush_locked<true>(objs, n, expired, nexpired)
                     : flush_locked<false>(objs, n, expired, nexpired);
   }
-  if (nexpired) arena_->free(expired, nexpired);
+  if (nexpired) {
+    arena_->free(expired, nexpired);
+    ForkGate::leave();
+  }
   return others;
 }
 
@@ -317,6 +324,7 @@ bool Bin::decay() noexcept {
 }
 
 void Bin::release_empty(size_t keep, uint64_t min_age_ns, uint64_t now) noexcept {
+  const InFlight gate;  // taken slabs are in flight until the arena has them
   Lent batch[os::kPurgeBatch];
   for (;;) {
     size_t n = 0;

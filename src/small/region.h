@@ -56,6 +56,7 @@ struct ArenaStats {
   uint64_t returns = 0;        // slabs returned
   uint64_t purged_pages = 0;   // free pages purged inside held regions
   uint64_t prefaults = 0;      // stretches queued for the helper
+  size_t purging = 0;          // stretches of held regions in purge jobs now
 };
 
 struct Region;

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -68,6 +69,113 @@ TEST(StaleTag, InteriorFreeOverMergedBlocksIsNotTaken) {
   for (char* q : got) ductile_free(q);
   ductile_free(big);
   for (void* p : held) ductile_dallocx(p, MALLOCX_TCACHE_NONE);
+}
+
+// What a quiescent heap must satisfy: every byte the chunk layer reserved
+// is in an extent it knows (nothing is in a purge batch), the slab arena has
+// no purge job running, and every slab it lent is held by a bin. Empty when
+// it holds, else what does not.
+std::string heap_inconsistency() {
+  std::string why;
+  chunk::ChunkStats c = core::rt().chunks.stats();
+  if (c.purging != 0) why += "chunk extents left in a purge batch; ";
+  if (c.reserved != c.active + c.dirty + c.clean)
+    why += "chunk reserved " + std::to_string(c.reserved) + " != active+dirty+clean " +
+           std::to_string(c.active + c.dirty + c.clean) + "; ";
+  small::ArenaStats a = core::rt().arena.stats();
+  if (a.purging != 0) why += "slab arena purge job left running; ";
+  size_t slabs = 0;
+  for (size_t cls = 0; cls < small::kNumSmall; cls++) slabs += core::rt().class_stats(cls).slabs;
+  if (a.lends - a.returns != slabs)
+    why += "slabs lent " + std::to_string(a.lends - a.returns) + " != held by bins " + std::to_string(slabs) + "; ";
+  return why;
+}
+
+size_t read_size(const char* name) {
+  size_t v = 0, len = sizeof v;
+  EXPECT_EQ(ductile_mallctl(name, &v, &len, nullptr, 0), 0) << name;
+  return v;
+}
+
+int write_decay(uint64_t ms) { return ductile_mallctl("opt.decay_ms", nullptr, nullptr, &ms, sizeof ms); }
+
+// Other threads keep the allocator's slow paths busy -- purges of every
+// layer (arena.<i>.purge), option writes under the options lock, huge
+// blocks moved by mremap, slabs emptied and released -- while this thread
+// forks. Each child must find the heap consistent (nothing left in flight
+// by a thread it does not have) and must allocate, free, purge and write an
+// option without deadlock: a watchdog alarm kills a child that hangs.
+TEST(Fork, NothingInFlightIsLostInTheChild) {
+  const uint64_t decay_before = read_size("opt.decay_ms");
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> ts;
+  ts.emplace_back([&] {
+    while (!stop.load(std::memory_order_relaxed)) (void)ductile_mallctl("arena.0.purge", nullptr, nullptr, nullptr, 0);
+  });
+  ts.emplace_back([&] {
+    for (uint64_t i = 0; !stop.load(std::memory_order_relaxed); i++) (void)write_decay(i % 2 ? 0 : 10000);
+  });
+  ts.emplace_back([&] {
+    void* a = nullptr;
+    void* b = nullptr;
+    while (!stop.load(std::memory_order_relaxed)) {
+      // Two huge blocks growing in turn: each is in the other's way, so they move.
+      for (size_t size = 2 << 20; size <= (32 << 20) && !stop.load(std::memory_order_relaxed); size *= 2) {
+        a = ductile_realloc(a, size);
+        b = ductile_realloc(b, size);
+        ASSERT_TRUE(a && b);
+        static_cast<char*>(a)[size - 1] = 1;
+        static_cast<char*>(b)[size - 1] = 1;
+      }
+      ductile_free(a);
+      ductile_free(b);
+      a = b = nullptr;
+    }
+  });
+  ts.emplace_back([&] {
+    std::vector<void*> v(4096);
+    for (unsigned round = 0; !stop.load(std::memory_order_relaxed); round++) {
+      // Fill slabs and empty them again: empty slabs go back to the arena.
+      const size_t size = 16 + (round % 32) * 48;
+      for (void*& p : v) p = ductile_malloc(size);
+      for (void* p : v) ductile_free(p);
+      ductile_mallctl("thread.tcache.flush", nullptr, nullptr, nullptr, 0);
+    }
+  });
+  int bad = 0;
+  for (int round = 0; round < 25 && bad < 3; round++) {
+    usleep(2000);
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      alarm(20);  // a deadlock fails the test instead of hanging it
+      std::string why = heap_inconsistency();
+      for (size_t size : {8ul, 1000ul, 50000ul, 3ul << 20}) {
+        void* p = ductile_malloc(size);
+        if (p == nullptr) why += "malloc failed; ";
+        else std::memset(p, 1, size);
+        ductile_free(p);
+      }
+      if (write_decay(5000) != 0) why += "opt.decay_ms write failed; ";
+      (void)ductile_mallctl("arena.0.purge", nullptr, nullptr, nullptr, 0);
+      std::thread t([] { ductile_free(ductile_malloc(100)); });
+      t.join();
+      if (!why.empty()) {
+        fprintf(stderr, "child: %s\n", why.c_str());
+        _exit(1);
+      }
+      _exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    EXPECT_TRUE(ok) << "round " << round << (WIFSIGNALED(status) ? ": killed by signal " + std::to_string(WTERMSIG(status)) : "");
+    bad += !ok;
+  }
+  stop = true;
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(write_decay(decay_before), 0);
+  EXPECT_EQ(heap_inconsistency(), "");
 }
 
 }  // namespace
