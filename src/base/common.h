@@ -26,6 +26,11 @@ inline constexpr bool kDebug = true;
 #else
 inline constexpr bool kDebug = false;
 #endif
+#ifdef DUCTILE_HARDENED
+inline constexpr bool kHardened = true;
+#else
+inline constexpr bool kHardened = false;
+#endif
 #ifdef DUCTILE_STATS
 inline constexpr bool kStats = true;
 #else
@@ -50,6 +55,10 @@ class KeepErrno {
 
 // Writes a message to stderr with write(2) and aborts. Never allocates.
 [[noreturn]] void fatal(const char* msg) noexcept;
+// A fault of the program's, found in a call it made (a double free, a
+// pointer ductile never returned): writes "ductile: <what> <p>" to stderr in
+// one line, as glibc's "free(): invalid pointer", and aborts. Never allocates.
+[[noreturn]] void fatal_pointer(const char* what, const void* p) noexcept;
 // Writes a one-line warning to stderr with write(2). Never allocates.
 void warn(const char* msg) noexcept;
 // Writes v in decimal into buf (n bytes, NUL-terminated, cut short if it does

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/auxv.h>
 #include <stdlib.h>
 
 #include <cerrno>
@@ -18,6 +19,8 @@ namespace ductile::core {
 alignas(Runtime) unsigned char g_runtime[sizeof(Runtime)];
 std::atomic<bool> g_ready{false};
 size_t g_huge_threshold = 0;
+bool g_hardened = false;
+uintptr_t g_freed_secret = 0;
 alignas(small::ThreadCache) unsigned char g_no_cache[sizeof(small::ThreadCache)];
 __thread small::ThreadCache* t_cache __attribute__((tls_model("initial-exec"))) =
     reinterpret_cast<small::ThreadCache*>(g_no_cache);
@@ -108,12 +111,15 @@ void* medium_from_chunks(size_t cls, size_t align, bool zero) {
   e->usable = size;
   rt().chunks.tag_first_page(e, small::free_tag(cls));
   if (zero && !a.zeroed) std::memset(ptr(e->base), 0, size);
+  else if (kHardened && !a.zeroed) *reinterpret_cast<uintptr_t*>(e->base) = 0;  // a freed mark left there
   return ptr(e->base);
 }
 
 // ---- thread caches -----------------------------------------------------
 ThreadCache* create_cache() {
-  if (t_state == kExiting || !rt().opts.tcache) return nullptr;
+  // hardened:true without --enable-hardened: no caches, so that every call
+  // reaches the checks without a test on the inline paths.
+  if (t_state == kExiting || !rt().opts.tcache || (g_hardened && !kHardened)) return nullptr;
   ThreadCache* tc;
   {
     LockGuard g(g_caches_lock);
@@ -284,6 +290,7 @@ void* alloc_class(size_t cls, bool zero, bool cached) {
       if (kStats) tc->allocated += small::class_size(cls);
       void* p = b.items[--b.count];
       if (zero) std::memset(p, 0, small::class_size(cls));
+      else if (kHardened) *static_cast<uintptr_t*>(p) = 0;  // the freed mark
       return p;
     }
     if (small::is_small_class(cls)) return nullptr;  // the bin could not fill
@@ -294,6 +301,7 @@ void* alloc_class(size_t cls, bool zero, bool cached) {
     start_helper_if_asked();
     count_bytes(small::class_size(cls), 0);
     if (zero) std::memset(p, 0, small::class_size(cls));
+    else if (kHardened) *static_cast<uintptr_t*>(p) = 0;  // the freed mark
     return p;
   }
   void* p = medium_from_chunks(cls, kPage, zero);
@@ -359,6 +367,7 @@ void cache_push(void* p, Extent* e, bool cached) {
   small::CacheBin& b = tc->bins[cls];
   if (b.count >= b.limit) flush_half(tc, cls);
   if (kStats) tc->deallocated += small::class_size(cls);
+  if (kHardened) *static_cast<uintptr_t*>(p) = freed_mark(p);
   b.items[b.count++] = p;
 }
 
@@ -454,7 +463,7 @@ Runtime::Runtime(const Options& o) noexcept
     nbinsets = ncpu == 0 ? 1 : ncpu < kMaxBinSets ? ncpu : kMaxBinSets;
   }
   for (size_t a = 0; a < nbinsets; a++)
-    for (size_t c = 0; c < small::kNumSmall; c++) bins[a][c].init(c, &arena);
+    for (size_t c = 0; c < small::kNumSmall; c++) bins[a][c].init(c, &arena, g_hardened);
 }
 
 small::BinStats Runtime::class_stats(size_t cls) const noexcept {
@@ -482,6 +491,13 @@ bool ensure_ready() noexcept {
     parse_options(getenv("DUCTILE_CONF"), o);
     if (const char* s = getenv("DUCTILE_STATS"); s && *s && !set_option(o, "stats_print", s, std::strlen(s)))
       warn("DUCTILE_STATS: expected 1, 0, true or false; ignored");
+    g_hardened = kHardened || o.hardened;
+    if (g_hardened) {
+      // AT_RANDOM's second half (the chunk layer's hint takes the first).
+      if (auto* bytes = reinterpret_cast<const unsigned char*>(getauxval(AT_RANDOM)))
+        std::memcpy(&g_freed_secret, bytes + 8, sizeof g_freed_secret);
+      g_freed_secret |= 1;  // never 0: a zeroed block must not look freed at address 0
+    }
     new (g_runtime) Runtime(o);
     pthread_key_create(&g_cache_key, thread_exit);
     pthread_atfork(prefork, postfork_parent, postfork_child);
@@ -525,16 +541,64 @@ void* alloc_aligned(size_t size, size_t align, bool zero) noexcept {
 }
 
 namespace {
+
+// A pointer that is no block of ours. Every mode reports what it can see
+// without more loads than the slow path makes anyway: a pointer into no
+// extent of ours, or one off the 8-byte grid (glibc's "free(): invalid
+// pointer"), and one into free space -- a huge or medium block freed
+// already ("double free"). Freeing it anyway would corrupt the heap.
+[[noreturn]] DUCTILE_NOINLINE void bad_free(void* p) noexcept {
+  const Extent* e = rt().chunks.lookup(p);
+  const bool freed = e != nullptr && e->state != chunk::ExtentState::kActive && addr(p) >= e->base &&
+                     addr(p) < e->end() && is_aligned(addr(p), kPage);
+  fatal_pointer(freed ? "free(): double free detected" : "free(): invalid pointer", p);
+}
+
+// Hardened mode: p, inside active extent e, must be a block's start and
+// not in a thread cache already (its freed mark). A small object freed
+// twice after leaving the cache is found by its slab's bitmap (Bin::flush).
+void check_block(void* p, const Extent* e) noexcept {
+  if (e->kind == ExtentKind::kSlab) {
+    if ((addr(p) - e->base) % small::class_size(e->size_class) != 0) fatal_pointer("free(): invalid pointer", p);
+  } else if (addr(p) != e->base) {
+    fatal_pointer("free(): invalid pointer", p);
+  }
+  if (kHardened && e->kind != ExtentKind::kHuge && *static_cast<const uintptr_t*>(p) == freed_mark(p))
+    fatal_pointer("free(): double free detected", p);
+}
+
 void dealloc_impl(void* p, bool cached) {
   if (p == nullptr || is_bootstrap(p)) return;
   Extent* e = owner_of(p);
-  if (e == nullptr) return;  // not ours: ignoring it is the one thing that cannot corrupt us
+  if (DUCTILE_UNLIKELY(e == nullptr || (addr(p) & 7) != 0)) {
+    if (g_ready.load(std::memory_order_acquire)) bad_free(p);
+    return;  // nothing is ours yet
+  }
+  if (g_hardened) check_block(p, e);
   dealloc_extent(p, e, cached);
   wake_background_if_rung();
 }
+
 }  // namespace
 
 void dealloc_slow(void* p) noexcept { dealloc_impl(p, true); }
+
+void check_sized_free(void* p, size_t size, size_t align) noexcept {
+  if (p != nullptr && !is_bootstrap(p)) {
+    // The size must be one the block could have been allocated with: no
+    // more than its usable size, and (as realloc leaves blocks) of its
+    // class for a slab object, more than half of it for a larger block.
+    const Extent* e = owner_of(p);
+    if (e != nullptr && (addr(p) & 7) == 0) {
+      check_block(p, e);
+      const size_t usable = usable_of(e);
+      const bool fits = e->kind == ExtentKind::kSlab
+                            ? place(size, align).kind == Placement::kClass && place(size, align).cls == e->size_class
+                            : size <= usable && size > usable / 2 - kPage;
+      if (!fits) fatal_pointer("free_sized(): wrong size for block", p);
+    }
+  }
+}
 
 size_t usable_size(const void* p) noexcept {
   if (p == nullptr) return 0;

@@ -36,10 +36,14 @@ void SlabPool::prefork() noexcept { g_pool_lock.lock(); }
 void SlabPool::postfork_parent() noexcept { g_pool_lock.unlock(); }
 void SlabPool::postfork_child() noexcept { g_pool_lock.reinit_after_fork(); }
 
-void Bin::init(size_t cls, SlabArena* arena) noexcept {
+void Bin::init(size_t cls, SlabArena* arena, bool hardened) noexcept {
   cls_ = static_cast<uint32_t>(cls);
   size_ = kClasses.size[cls];
-  words_ = kClasses.bitmap_words[cls];
+  // Hardened mode links no freed object through its memory: a write after
+  // free cannot redirect a later allocation, and a double free is a bit
+  // already set.
+  hardened_ = hardened;
+  words_ = hardened ? (kClasses.objects_per_slab[cls] + 63u) / 64u : kClasses.bitmap_words[cls];
   // For an offset q * size_: q * size_ * magic = q * 2^32 + q * r with
   // r < size_, so the shift gives q exactly while q * r < 2^32 -- slabs hold
   // at most 8192 objects and size_ <= 16 KiB.
@@ -237,6 +241,8 @@ size_t Bin::flush_locked(void** objs, size_t n, Lent* expired, size_t& nexpired)
     }
     if (kBitmap) {
       size_t i = ((addr(p) - lo) * div_magic_) >> 32;
+      if (hardened_ && DUCTILE_UNLIKELY(i >= s->bump || lo + i * size_ != addr(p)))
+        fatal_pointer("free(): invalid pointer", p);
       DUCTILE_ASSERT(i < s->bump && lo + i * size_ == addr(p));
       if (i / 64 != word) {
         store_bits();
@@ -244,6 +250,8 @@ size_t Bin::flush_locked(void** objs, size_t n, Lent* expired, size_t& nexpired)
         bits = 0;
       }
       const uint64_t bit = uint64_t{1} << (i % 64);
+      if (hardened_ && DUCTILE_UNLIKELY(((s->bits()[word] | bits) & bit) != 0))
+        fatal_pointer("free(): double free detected", p);
       DUCTILE_ASSERT(((s->bits()[word] | bits) & bit) == 0);  // not freed twice
       bits |= bit;
     } else {

@@ -80,10 +80,10 @@ TEST(Malloc, ImpossibleSizesFailWithEnomem) {
   ductile_free(p);
 }
 
-TEST(Malloc, FreeOfNullAndOfForeignPointersIsHarmless) {
+TEST(Malloc, FreeOfNullIsHarmlessAndOfForeignPointersFatal) {
   ductile_free(nullptr);
   int on_stack = 5;
-  ductile_free(&on_stack);
+  EXPECT_DEATH(ductile_free(&on_stack), "^ductile: free\\(\\): invalid pointer 0x[0-9a-f]+\n");
   EXPECT_EQ(on_stack, 5);
   EXPECT_EQ(ductile_malloc_usable_size(&on_stack), 0u);
   EXPECT_EQ(ductile_malloc_usable_size(nullptr), 0u);

@@ -3,6 +3,7 @@
 // few cores. This program links the library's objects, so ductile is also
 // the allocator of the test process itself.
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -69,6 +70,158 @@ TEST(StaleTag, InteriorFreeOverMergedBlocksIsNotTaken) {
   for (char* q : got) ductile_free(q);
   ductile_free(big);
   for (void* p : held) ductile_dallocx(p, MALLOCX_TCACHE_NONE);
+}
+
+// ---- bad frees -----------------------------------------------------------
+// Every fault ends the program with one line naming it and the address, as
+// glibc's "free(): invalid pointer". The hardened tests run their statement
+// in a fresh process (the threadsafe death-test style re-executes this
+// program) with DUCTILE_CONF=hardened:true, the run-time switch; in a
+// --enable-hardened build it is on without it.
+constexpr char kInvalid[] = "^ductile: free\\(\\): invalid pointer 0x[0-9a-f]+\n$";
+constexpr char kDouble[] = "^ductile: free\\(\\): double free detected 0x[0-9a-f]+\n$";
+constexpr char kWrongSize[] = "^ductile: free_sized\\(\\): wrong size for block 0x[0-9a-f]+\n$";
+
+class Hardened : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    setenv("DUCTILE_CONF", "hardened:true", 1);
+  }
+  void TearDown() override { unsetenv("DUCTILE_CONF"); }
+};
+
+// In the death test's own process: hardened mode must be on there.
+void* hardened_malloc(size_t size) {
+  if (!core::ensure_ready() || !core::g_hardened) _exit(3);
+  return ductile_malloc(size);
+}
+
+void free_twice(size_t size) {
+  void* p = hardened_malloc(size);
+  ductile_free(p);
+  ductile_free(p);
+}
+
+TEST_F(Hardened, DoubleFreeOfEveryRange) {
+  EXPECT_DEATH(free_twice(8), kDouble);
+  EXPECT_DEATH(free_twice(24), kDouble);
+  EXPECT_DEATH(free_twice(1000), kDouble);
+  EXPECT_DEATH(free_twice(40 * 1024), kDouble);
+  EXPECT_DEATH(free_twice(3 << 20), kDouble);
+}
+
+// A double free found once the object has left the thread cache (its slab's
+// bitmap has it free already), with other frees in between.
+TEST_F(Hardened, DoubleFreeAfterTheCacheFlushed) {
+  EXPECT_DEATH(
+      {
+        void* p = hardened_malloc(48);
+        ductile_free(p);
+        std::vector<void*> v;
+        for (int i = 0; i < 1000; i++) v.push_back(hardened_malloc(48));
+        for (void* q : v) ductile_free(q);
+        ductile_mallctl("thread.tcache.flush", nullptr, nullptr, nullptr, 0);
+        ductile_free(p);
+      },
+      kDouble);
+}
+
+TEST_F(Hardened, FreeOfAPointerNeverReturned) {
+  EXPECT_DEATH(
+      {
+        int on_stack = 1;
+        (void)hardened_malloc(1);
+        ductile_free(&on_stack);
+      },
+      kInvalid);
+  EXPECT_DEATH(
+      {
+        static char in_data[64];
+        (void)hardened_malloc(1);
+        ductile_free(in_data + 16);
+      },
+      kInvalid);
+}
+
+TEST_F(Hardened, InteriorFreeOfEveryRange) {
+  EXPECT_DEATH(ductile_free(static_cast<char*>(hardened_malloc(64)) + 16), kInvalid);
+  EXPECT_DEATH(ductile_free(static_cast<char*>(hardened_malloc(3000)) + 1024), kInvalid);
+  EXPECT_DEATH(ductile_free(static_cast<char*>(hardened_malloc(40 * 1024)) + 4096), kInvalid);
+  EXPECT_DEATH(ductile_free(static_cast<char*>(hardened_malloc(3 << 20)) + (1 << 20)), kInvalid);
+  EXPECT_DEATH(ductile_free(static_cast<char*>(hardened_malloc(64)) + 3), kInvalid);
+}
+
+TEST_F(Hardened, SizedFreeWithTheWrongSize) {
+  EXPECT_DEATH(ductile_sdallocx(hardened_malloc(24), 4096, 0), kWrongSize);
+  EXPECT_DEATH(ductile_sdallocx(hardened_malloc(4096), 24, 0), kWrongSize);
+  EXPECT_DEATH(ductile_free_sized(hardened_malloc(40 * 1024), 200 * 1024), kWrongSize);
+  EXPECT_DEATH(ductile_free_sized(hardened_malloc(3 << 20), 8 << 20), kWrongSize);
+  EXPECT_DEATH(::operator delete(hardened_malloc(100), size_t{1000}), kWrongSize);
+}
+
+TEST_F(Hardened, RightSizesAndAlignmentsAreAccepted) {
+  // Not a death test: this process is not hardened (unless the build is),
+  // so run the frees in a hardened child and check that it exits cleanly.
+  EXPECT_EXIT(
+      {
+        for (size_t size : {1ul, 8ul, 24ul, 100ul, 5000ul, 40000ul, 300000ul, 3ul << 20}) {
+          ductile_sdallocx(hardened_malloc(size), size, 0);
+          ductile_free_sized(hardened_malloc(size), size);
+          ::operator delete(hardened_malloc(size), size);
+          ductile_sdallocx(ductile_mallocx(size, MALLOCX_ALIGN(64)), size, MALLOCX_ALIGN(64));
+          void* p = ductile_aligned_alloc(4096, size);
+          ductile_free_aligned_sized(p, 4096, size);
+          // realloc leaves blocks larger than the size it was given.
+          void* r = ductile_realloc(hardened_malloc(size * 2), size + 1);
+          ductile_sdallocx(r, size + 1, 0);
+        }
+        _exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// In hardened mode freed objects are kept in their slab's bitmap, outside
+// the objects, for every class: a write after free cannot redirect a later
+// allocation (by default the 8- and 16-byte classes link freed objects
+// through their first word).
+TEST_F(Hardened, AWriteAfterFreeRedirectsNoAllocation) {
+  EXPECT_EXIT(
+      {
+        std::vector<char*> v;
+        for (int i = 0; i < 100; i++) v.push_back(static_cast<char*>(hardened_malloc(16)));
+        for (char* p : v) ductile_free(p);
+        for (char* p : v) std::memset(p, 0x41, 16);  // the program's bug
+        ductile_mallctl("thread.tcache.flush", nullptr, nullptr, nullptr, 0);
+        for (int i = 0; i < 200; i++) {
+          char* q = static_cast<char*>(hardened_malloc(16));
+          if (core::owner_of(q) == nullptr || (addr(q) & 15) != 0) _exit(1);
+          std::memset(q, 0, 16);
+        }
+        _exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// Without hardened mode the cheap checks still report: a pointer that is
+// not ours, one off the 8-byte grid, a huge or medium block freed twice.
+TEST(DefaultMode, CheapChecksReport) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        int on_stack = 1;
+        ductile_free(&on_stack);
+      },
+      kInvalid);
+  EXPECT_DEATH(ductile_free(static_cast<char*>(ductile_malloc(64)) + 1), kInvalid);
+  EXPECT_DEATH(ductile_free(static_cast<char*>(ductile_malloc(3 << 20)) + 4), kInvalid);
+  EXPECT_DEATH(
+      {
+        void* p = ductile_malloc(3 << 20);
+        ductile_free(p);
+        ductile_free(p);
+      },
+      kDouble);
 }
 
 // What a quiescent heap must satisfy: every byte the chunk layer reserved
