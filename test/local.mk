@@ -96,6 +96,10 @@ test_integration_rlimit_prog_SOURCES = test/integration/rlimit_prog.c
 test_integration_rlimit_prog_CFLAGS = -pthread
 test_integration_rlimit_prog_LDFLAGS = -pthread
 test_integration_rlimit_prog_LDADD = libductile.la
+# Out of memory in every range, from C++: bad_alloc, then recovery.
+check_PROGRAMS += test/integration/rlimit_oom
+test_integration_rlimit_oom_SOURCES = test/integration/rlimit_oom.cc
+test_integration_rlimit_oom_LDADD = libductile.la
 TESTS += test/integration/rlimit_test.sh
 EXTRA_DIST += test/integration/rlimit_test.sh test/integration/report.sh
 
