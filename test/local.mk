@@ -92,7 +92,7 @@ EXTRA_DIST += test/integration/preload_test.sh
 # Under an address-space limit (ulimit -v): real programs, a realloc-growth
 # loop to the limit and threads that allocate until refused.
 check_PROGRAMS += test/integration/rlimit_prog
-test_integration_rlimit_prog_SOURCES = test/integration/rlimit_prog.c
+test_integration_rlimit_prog_SOURCES = test/integration/rlimit_prog.c test/integration/prog_check.h
 test_integration_rlimit_prog_CFLAGS = -pthread
 test_integration_rlimit_prog_LDFLAGS = -pthread
 test_integration_rlimit_prog_LDADD = libductile.la
@@ -184,7 +184,7 @@ test_integration_differential_jemalloc_LDADD = $(JEMALLOC_LIBS) $(GTEST_LIBS)
 # No successful call changes errno, the first one (which makes the runtime)
 # included.
 check_PROGRAMS += test/integration/errno_prog
-test_integration_errno_prog_SOURCES = test/integration/errno_prog.c
+test_integration_errno_prog_SOURCES = test/integration/errno_prog.c test/integration/prog_check.h
 test_integration_errno_prog_CPPFLAGS = -I$(top_srcdir)/include
 test_integration_errno_prog_CFLAGS = -pthread
 test_integration_errno_prog_LDFLAGS = -pthread
@@ -193,7 +193,7 @@ TESTS += test/integration/errno_prog
 
 # Allocations made while ductile starts (from an interposed getenv).
 check_PROGRAMS += test/integration/startup_prog
-test_integration_startup_prog_SOURCES = test/integration/startup_prog.c
+test_integration_startup_prog_SOURCES = test/integration/startup_prog.c test/integration/prog_check.h
 test_integration_startup_prog_LDADD = libductile.la
 TESTS += test/integration/startup_prog
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ductile/ductile.h"
+#include "prog_check.h"
 
 static int failures;
 
@@ -30,14 +31,6 @@ static int failures;
               __LINE__, what, errno, strerror(errno));                       \
       failures++;                                                            \
     }                                                                        \
-  } while (0)
-
-#define CHECK(c)                                                              \
-  do {                                                                        \
-    if (!(c)) {                                                               \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);   \
-      exit(1);                                                                \
-    }                                                                         \
   } while (0)
 
 static void* thread_main(void* arg) {
