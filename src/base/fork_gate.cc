@@ -6,6 +6,8 @@
 
 #include <climits>
 
+#include "base/common.h"
+
 namespace ductile {
 namespace {
 
@@ -18,9 +20,13 @@ __thread unsigned t_depth __attribute__((tls_model("initial-exec"))) = 0;
 
 int* word(std::atomic<int>& a) { return reinterpret_cast<int*>(&a); }
 void wait_while(std::atomic<int>& a, int v) {
+  const KeepErrno keep;  // EAGAIN (the value moved) or EINTR: no error of the caller's
   (void)syscall(SYS_futex, word(a), FUTEX_WAIT_PRIVATE, v, nullptr, nullptr, 0);
 }
-void wake(std::atomic<int>& a, int n) { (void)syscall(SYS_futex, word(a), FUTEX_WAKE_PRIVATE, n, nullptr, nullptr, 0); }
+void wake(std::atomic<int>& a, int n) {
+  const KeepErrno keep;
+  (void)syscall(SYS_futex, word(a), FUTEX_WAKE_PRIVATE, n, nullptr, nullptr, 0);
+}
 
 // One fewer inside; the last one out wakes a fork waiting in close().
 void depart() {

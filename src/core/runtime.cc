@@ -585,16 +585,18 @@ void dealloc_slow(void* p) noexcept { dealloc_impl(p, true); }
 
 void check_sized_free(void* p, size_t size, size_t align) noexcept {
   if (p != nullptr && !is_bootstrap(p)) {
-    // The size must be one the block could have been allocated with: no
-    // more than its usable size, and (as realloc leaves blocks) of its
-    // class for a slab object, more than half of it for a larger block.
+    // The size must be one the block could have been allocated with: a
+    // request of that size and alignment gets a block of this class, or
+    // this usable size; or (a larger block that realloc left in place when
+    // it shrank) at most its usable size and more than half of it.
     const Extent* e = owner_of(p);
     if (e != nullptr && (addr(p) & 7) == 0) {
       check_block(p, e);
       const size_t usable = usable_of(e);
+      const Placement at = place(size, align);
       const bool fits = e->kind == ExtentKind::kSlab
-                            ? place(size, align).kind == Placement::kClass && place(size, align).cls == e->size_class
-                            : size <= usable && size > usable / 2 - kPage;
+                            ? at.kind == Placement::kClass && at.cls == e->size_class
+                            : at.usable == usable || (size <= usable && size > usable / 2 - kPage);
       if (!fits) fatal_pointer("free_sized(): wrong size for block", p);
     }
   }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ductile/ductile.h"
@@ -129,6 +130,20 @@ int main(void) {
   for (int i = 0; i < 4; i++) {
     pthread_t t;
     CHECK(pthread_create(&t, NULL, thread_main, NULL) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+  }
+
+  /* fork runs ductile's handlers (its fork gate, its locks, a re-probe in
+   * the child) while another thread allocates. */
+  for (int i = 0; i < 20; i++) {
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, thread_main, NULL) == 0);
+    pid_t pid;
+    KEEPS_ERRNO("fork", pid = fork());
+    CHECK(pid >= 0);
+    if (pid == 0) _exit(failures != 0);
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
     CHECK(pthread_join(t, NULL) == 0);
   }
 

@@ -34,6 +34,11 @@ using test::fill;
 
 size_t read_size(const char* name);
 
+// What a bad free prints (fatal_pointer) before it aborts.
+constexpr char kInvalid[] = "^ductile: free\\(\\): invalid pointer 0x[0-9a-f]+\n$";
+constexpr char kDouble[] = "^ductile: free\\(\\): double free detected 0x[0-9a-f]+\n$";
+constexpr char kWrongSize[] = "^ductile: free_sized\\(\\): wrong size for block 0x[0-9a-f]+\n$";
+
 // Two 40 KiB blocks that are neighbours, freed past the thread cache so that
 // the chunk layer merges them, then an 80 KiB block over the pair: the
 // second block's old first page lies inside it. A page-map tag left there
@@ -64,7 +69,9 @@ TEST(StaleTag, InteriorFreeOverMergedBlocksIsNotTaken) {
   char* big = static_cast<char*>(ductile_mallocx(2 * kHalf, MALLOCX_TCACHE_NONE));
   ASSERT_EQ(big, lo) << "the merged pair was not reused";
   fill(big, 2 * kHalf, 7);
-  ductile_free(big + kHalf);  // not a block: must not be taken
+  // Not a block: must not be taken (a hardened build says so and stops).
+  if (kHardened) EXPECT_DEATH(ductile_free(big + kHalf), kInvalid);
+  else ductile_free(big + kHalf);
   std::vector<char*> got;
   for (int i = 0; i < 8; i++) {
     char* q = static_cast<char*>(ductile_malloc(kHalf));
@@ -84,9 +91,6 @@ TEST(StaleTag, InteriorFreeOverMergedBlocksIsNotTaken) {
 // in a fresh process (the threadsafe death-test style re-executes this
 // program) with DUCTILE_CONF=hardened:true, the run-time switch; in a
 // --enable-hardened build it is on without it.
-constexpr char kInvalid[] = "^ductile: free\\(\\): invalid pointer 0x[0-9a-f]+\n$";
-constexpr char kDouble[] = "^ductile: free\\(\\): double free detected 0x[0-9a-f]+\n$";
-constexpr char kWrongSize[] = "^ductile: free_sized\\(\\): wrong size for block 0x[0-9a-f]+\n$";
 
 class Hardened : public ::testing::Test {
  protected:
