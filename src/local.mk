@@ -7,6 +7,8 @@ noinst_LTLIBRARIES += libductile_core.la
 libductile_core_la_SOURCES = \
 	src/base/common.h \
 	src/base/lock.h \
+	src/base/fork_gate.h \
+	src/base/fork_gate.cc \
 	src/base/thread.h \
 	src/base/log.cc \
 	src/os/kernel.h \

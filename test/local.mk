@@ -94,10 +94,14 @@ EXTRA_DIST += test/integration/preload_test.sh
 # Under an address-space limit (ulimit -v): real programs, a realloc-growth
 # loop to the limit and threads that allocate until refused.
 check_PROGRAMS += test/integration/rlimit_prog
-test_integration_rlimit_prog_SOURCES = test/integration/rlimit_prog.c
+test_integration_rlimit_prog_SOURCES = test/integration/rlimit_prog.c test/integration/prog_check.h
 test_integration_rlimit_prog_CFLAGS = -pthread
 test_integration_rlimit_prog_LDFLAGS = -pthread
 test_integration_rlimit_prog_LDADD = libductile.la
+# Out of memory in every range, from C++: bad_alloc, then recovery.
+check_PROGRAMS += test/integration/rlimit_oom
+test_integration_rlimit_oom_SOURCES = test/integration/rlimit_oom.cc
+test_integration_rlimit_oom_LDADD = libductile.la
 TESTS += test/integration/rlimit_test.sh
 EXTRA_DIST += test/integration/rlimit_test.sh test/integration/report.sh
 
@@ -186,3 +190,29 @@ test_integration_differential_jemalloc_CPPFLAGS = \
 test_integration_differential_jemalloc_CXXFLAGS = $(ductile_test_cxxflags)
 test_integration_differential_jemalloc_LDFLAGS = $(ductile_test_ldflags)
 test_integration_differential_jemalloc_LDADD = $(JEMALLOC_LIBS) $(GTEST_LIBS)
+
+# No successful call changes errno, the first one (which makes the runtime)
+# included.
+check_PROGRAMS += test/integration/errno_prog
+test_integration_errno_prog_SOURCES = test/integration/errno_prog.c test/integration/prog_check.h
+test_integration_errno_prog_CPPFLAGS = -I$(top_srcdir)/include
+test_integration_errno_prog_CFLAGS = -pthread
+test_integration_errno_prog_LDFLAGS = -pthread
+test_integration_errno_prog_LDADD = libductile.la
+TESTS += test/integration/errno_prog
+
+# Allocations made while ductile starts (from an interposed getenv).
+check_PROGRAMS += test/integration/startup_prog
+test_integration_startup_prog_SOURCES = test/integration/startup_prog.c test/integration/prog_check.h
+test_integration_startup_prog_LDADD = libductile.la
+TESTS += test/integration/startup_prog
+
+# Bad frees, fork while other threads are inside the allocator, many
+# threads on few cores (the allocator's objects linked in, as core_test).
+check_PROGRAMS += test/unit/hardening_test
+TESTS += test/unit/hardening_test
+test_unit_hardening_test_SOURCES = test/unit/hardening_test.cc test/support/patterns.h
+test_unit_hardening_test_CPPFLAGS = $(ductile_test_cppflags)
+test_unit_hardening_test_CXXFLAGS = $(ductile_test_cxxflags)
+test_unit_hardening_test_LDFLAGS = $(ductile_test_ldflags)
+test_unit_hardening_test_LDADD = $(ductile_test_ldadd)

@@ -68,10 +68,10 @@ DUCTILE_EXPORT void ductile_dallocx(void* p, int flags) noexcept {
   else core::dealloc(p);
 }
 
-// The size is only a hint, and not used: the page map finds the block's
-// extent in O(1) anyway, and a wrong size must not corrupt anything.
+// The size is not used: the page map finds the block's extent in O(1)
+// anyway, and a wrong size must not corrupt anything. Hardened mode checks it.
 DUCTILE_EXPORT void ductile_sdallocx(void* p, size_t size, int flags) noexcept {
-  (void)size;
+  core::check_size(p, size, align_of(flags));  // hardened mode only
   ductile_dallocx(p, flags);
 }
 

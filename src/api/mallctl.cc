@@ -95,7 +95,6 @@ StatsSnapshot& snapshot(StatsSnapshot& s) {
 }
 
 // ---- leaves ------------------------------------------------------------
-Mutex g_write_lock;  // serialises writes of options
 std::atomic<uint64_t> g_epoch{1};
 
 int ctl_version(Req& r, const size_t*, size_t) {
@@ -302,7 +301,7 @@ ssize_t decay_as_ssize(uint64_t ms) {
 int set_decay_ms(uint64_t ms) {
   char text[24];
   const size_t n = format_u64(ms, text, sizeof text);
-  LockGuard g(g_write_lock);
+  LockGuard g(core::options_lock());
   core::Options o = core::rt().opts;
   if (!core::set_option(o, "decay_ms", text, n)) return EINVAL;
   core::rt().opts.decay_ms = o.decay_ms;
@@ -340,6 +339,8 @@ int ctl_opt_thp(Req& r, const size_t*, size_t) {
 }
 int ctl_opt_huge_threshold(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.huge_threshold); }
 int ctl_opt_tcache(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.tcache); }
+// In effect: --enable-hardened makes it true whatever DUCTILE_CONF says.
+int ctl_opt_hardened(Req& r, const size_t*, size_t) { return read_only(r, core::g_hardened); }
 int ctl_opt_stats_print(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.stats_print); }
 int ctl_opt_prefault(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.prefault); }
 int ctl_opt_bin_sets(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.bin_sets); }
@@ -354,6 +355,7 @@ int ctl_background_thread(Req& r, const size_t*, size_t) {
 }
 
 int ctl_config_debug(Req& r, const size_t*, size_t) { return read_only(r, kDebug); }
+int ctl_config_hardened(Req& r, const size_t*, size_t) { return read_only(r, kHardened); }
 int ctl_config_stats(Req& r, const size_t*, size_t) { return read_only(r, kStats); }
 
 // ---- the tree ----------------------------------------------------------
@@ -396,6 +398,7 @@ constexpr Node kOpt[] = {
     LEAF("thp", ctl_opt_thp),                       // const char *
     LEAF("huge_threshold", ctl_opt_huge_threshold), // size_t
     LEAF("tcache", ctl_opt_tcache),                 // bool
+    LEAF("hardened", ctl_opt_hardened),             // bool
     LEAF("stats_print", ctl_opt_stats_print),       // bool
     LEAF("prefault", ctl_opt_prefault),             // bool
     LEAF("bin_sets", ctl_opt_bin_sets),             // size_t (0: one per CPU)
@@ -403,7 +406,8 @@ constexpr Node kOpt[] = {
     LEAF("dirty_decay_ms", ctl_opt_dirty_decay_ms), // ssize_t, jemalloc's
     LEAF("narenas", ctl_opt_narenas),               // unsigned, jemalloc's
 };
-constexpr Node kConfig[] = {LEAF("debug", ctl_config_debug), LEAF("stats", ctl_config_stats)};
+constexpr Node kConfig[] = {LEAF("debug", ctl_config_debug), LEAF("hardened", ctl_config_hardened),
+                            LEAF("stats", ctl_config_stats)};
 constexpr Node kGrowth[] = {
     LEAF("headroom", ctl_growth<0>), LEAF("neighbour", ctl_growth<1>), LEAF("fixed_map", ctl_growth<2>),
     LEAF("mremap", ctl_growth<3>),   LEAF("copy", ctl_growth<4>),

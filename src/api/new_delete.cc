@@ -162,8 +162,16 @@ DUCTILE_EXPORT void operator delete(void* p) noexcept { core::dealloc(p); }
 DUCTILE_EXPORT void operator delete[](void* p) noexcept { core::dealloc(p); }
 DUCTILE_EXPORT void operator delete(void* p, const std::nothrow_t&) noexcept { core::dealloc(p); }
 DUCTILE_EXPORT void operator delete[](void* p, const std::nothrow_t&) noexcept { core::dealloc(p); }
-DUCTILE_EXPORT void operator delete(void* p, size_t) noexcept { core::dealloc(p); }
-DUCTILE_EXPORT void operator delete[](void* p, size_t) noexcept { core::dealloc(p); }
+// The sized forms: the size is checked in hardened mode only (one load of a
+// flag otherwise).
+DUCTILE_EXPORT void operator delete(void* p, size_t size) noexcept {
+  core::check_size(p, size);
+  core::dealloc(p);
+}
+DUCTILE_EXPORT void operator delete[](void* p, size_t size) noexcept {
+  core::check_size(p, size);
+  core::dealloc(p);
+}
 DUCTILE_EXPORT void operator delete(void* p, std::align_val_t) noexcept { core::dealloc(p); }
 DUCTILE_EXPORT void operator delete[](void* p, std::align_val_t) noexcept { core::dealloc(p); }
 DUCTILE_EXPORT void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept {
@@ -172,5 +180,11 @@ DUCTILE_EXPORT void operator delete(void* p, std::align_val_t, const std::nothro
 DUCTILE_EXPORT void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept {
   core::dealloc(p);
 }
-DUCTILE_EXPORT void operator delete(void* p, size_t, std::align_val_t) noexcept { core::dealloc(p); }
-DUCTILE_EXPORT void operator delete[](void* p, size_t, std::align_val_t) noexcept { core::dealloc(p); }
+DUCTILE_EXPORT void operator delete(void* p, size_t size, std::align_val_t al) noexcept {
+  core::check_size(p, size, static_cast<size_t>(al));
+  core::dealloc(p);
+}
+DUCTILE_EXPORT void operator delete[](void* p, size_t size, std::align_val_t al) noexcept {
+  core::check_size(p, size, static_cast<size_t>(al));
+  core::dealloc(p);
+}

@@ -2,6 +2,7 @@
 // Every other header includes this one; it includes nothing of ours.
 #pragma once
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 
@@ -25,14 +26,39 @@ inline constexpr bool kDebug = true;
 #else
 inline constexpr bool kDebug = false;
 #endif
+#ifdef DUCTILE_HARDENED
+inline constexpr bool kHardened = true;
+#else
+inline constexpr bool kHardened = false;
+#endif
 #ifdef DUCTILE_STATS
 inline constexpr bool kStats = true;
 #else
 inline constexpr bool kStats = false;
 #endif
 
+// Puts errno back as it was when the scope ends. A call that succeeds must
+// leave errno alone (C11 7.5), but on its way the allocator makes calls that
+// fail by design -- a start-up probe, a refused address hint, a fallback --
+// and each sets errno. Failures the caller should see set errno after the
+// scope that holds one of these.
+class KeepErrno {
+ public:
+  KeepErrno() noexcept : saved_(errno) {}
+  ~KeepErrno() { errno = saved_; }
+  KeepErrno(const KeepErrno&) = delete;
+  KeepErrno& operator=(const KeepErrno&) = delete;
+
+ private:
+  int saved_;
+};
+
 // Writes a message to stderr with write(2) and aborts. Never allocates.
 [[noreturn]] void fatal(const char* msg) noexcept;
+// A fault of the program's, found in a call it made (a double free, a
+// pointer ductile never returned): writes "ductile: <what> <p>" to stderr in
+// one line, as glibc's "free(): invalid pointer", and aborts. Never allocates.
+[[noreturn]] void fatal_pointer(const char* what, const void* p) noexcept;
 // Writes a one-line warning to stderr with write(2). Never allocates.
 void warn(const char* msg) noexcept;
 // Writes v in decimal into buf (n bytes, NUL-terminated, cut short if it does

@@ -27,6 +27,25 @@ void fatal(const char* msg) noexcept {
   std::abort();
 }
 
+void fatal_pointer(const char* what, const void* p) noexcept {
+  // One write, so that the line is not interleaved with another thread's.
+  char line[160];
+  size_t n = 0;
+  auto put = [&](const char* s) {
+    while (*s && n < sizeof line - 1) line[n++] = *s++;
+  };
+  put("ductile: ");
+  put(what);
+  put(" 0x");
+  auto v = reinterpret_cast<uintptr_t>(p);
+  int shift = 60;
+  while (shift > 0 && ((v >> shift) & 0xf) == 0) shift -= 4;
+  for (; shift >= 0 && n < sizeof line - 1; shift -= 4) line[n++] = "0123456789abcdef"[(v >> shift) & 0xf];
+  line[n++] = '\n';
+  write_all(line, n);
+  std::abort();
+}
+
 void warn(const char* msg) noexcept { write_line("ductile: warning: ", msg); }
 
 size_t format_u64(uint64_t v, char* buf, size_t n) noexcept {

@@ -7,13 +7,17 @@
 
 #include <cstddef>
 
+#include "base/common.h"
+
 namespace ductile {
 
 // Creates a thread running fn(arg) with a `stack`-byte stack and every
 // signal blocked, so that no handler of the program ever runs on it (it
 // inherits the mask it is created with). Returns pthread_create's result.
 // It allocates (pthread_create does): call it holding no allocator lock.
+// errno is left as it was: the thread starts inside a caller's malloc or free.
 inline int start_helper_thread(pthread_t* t, void* (*fn)(void*), void* arg, size_t stack) noexcept {
+  const KeepErrno keep;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, stack);

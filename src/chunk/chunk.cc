@@ -8,6 +8,8 @@
 #include <initializer_list>
 #include <new>
 
+#include "base/fork_gate.h"
+
 namespace ductile::chunk {
 
 namespace {
@@ -218,7 +220,6 @@ bool ChunkLayer::reserve_more(size_t size, size_t align, bool thp) noexcept {
   const size_t hint_align = align > kHugePage ? align : kHugePage;
   // The usual size first; if the kernel refuses it (RLIMIT_AS, or a
   // fragmented address space), just what this request needs.
-  const int saved = errno;
   if (want < options_.reservation && reserve(options_.reservation, hint_align, thp)) return true;
   if (!reserve(want, hint_align, thp)) {
     // At the address-space limit, retained free space is what stands in the
@@ -227,7 +228,6 @@ bool ChunkLayer::reserve_more(size_t size, size_t align, bool thp) noexcept {
     const size_t limit = os_.features().address_space_limit;
     if (limit == SIZE_MAX || want > limit || unmap_free() == 0 || !reserve(want, hint_align, thp)) return false;
   }
-  errno = saved;  // a call that succeeds leaves errno alone
   return true;
 }
 
@@ -646,7 +646,7 @@ void ChunkLayer::free(Extent* e, size_t committed, uint64_t idle_since) noexcept
   // decay_ms:0 purges on free, every time: the rate limit of maybe_decay()
   // would leave the frees of one clock tick dirty in a program that then
   // goes quiet.
-  if (options_.decay_ns == 0) (void)purge_dirty(0);  // (what was freed: unbounded by design)
+  if (options_.decay_ns == 0) (void)purge_dirty(0, SIZE_MAX, false);  // (what was freed: unbounded by design)
   else maybe_decay();
 }
 
@@ -753,6 +753,7 @@ ChunkLayer::PurgeResult ChunkLayer::purge_marked(Extent* const* batch, size_t n)
   bool complete = true;
   LockGuard g(lock_);
   for (size_t i = 0; i < n; i++) {
+    stats_.purging -= batch[i]->size;
     if (purged[i]) {
       total += batch[i]->size;
       stats_.purged_bytes += batch[i]->size;
@@ -769,6 +770,7 @@ ChunkLayer::PurgeResult ChunkLayer::purge_marked(Extent* const* batch, size_t n)
 }
 
 void ChunkLayer::release(Extent* const* v, size_t n) noexcept {
+  const InFlight gate;  // marked purging, out of every set, until purged
   uint64_t now = clock_.now_ns();
   while (n > 0) {
     size_t k = n < os::kPurgeBatch ? n : os::kPurgeBatch;
@@ -782,6 +784,7 @@ void ChunkLayer::release(Extent* const* v, size_t n) noexcept {
         clear_interior(e);
         e->freed_ns = now;
         e->state = ExtentState::kPurging;
+        stats_.purging += e->size;
       }
     }
     (void)purge_marked(v, k);
@@ -790,7 +793,15 @@ void ChunkLayer::release(Extent* const* v, size_t n) noexcept {
   }
 }
 
-ChunkLayer::DecayResult ChunkLayer::purge_dirty(uint64_t min_age_ns, size_t budget) noexcept {
+ChunkLayer::DecayResult ChunkLayer::purge_dirty(uint64_t min_age_ns, size_t budget, bool may_wait) noexcept {
+  // The batch is out of every set until it is purged: in flight (fork_gate.h).
+  // From the free path, which a caller may reach holding a lock of its own,
+  // a fork in progress skips the purge instead (a later call does it).
+  if (may_wait) ForkGate::enter();
+  else if (!ForkGate::try_enter()) return {0, true};
+  struct Leave {
+    ~Leave() { ForkGate::leave(); }
+  } leave;
   size_t total = 0;
   for (;;) {
     Extent* batch[os::kPurgeBatch];
@@ -818,6 +829,7 @@ ChunkLayer::DecayResult ChunkLayer::purge_dirty(uint64_t min_age_ns, size_t budg
               if (e == nullptr) break;  // no record for the rest: it stays whole, for later
             }
             e->state = ExtentState::kPurging;  // unavailable until the batch completes
+            stats_.purging += e->size;
             batch[n++] = e;
             taken += e->size;
           }
@@ -843,7 +855,7 @@ void ChunkLayer::maybe_decay() noexcept {
   if (!__atomic_compare_exchange_n(&last_decay_ns_, &last, now, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
     return;  // another thread is doing it
   if (backlog) backlog_.store(false, std::memory_order_relaxed);
-  const DecayResult r = purge_dirty(options_.decay_ns, options_.decay_step_bytes);
+  const DecayResult r = purge_dirty(options_.decay_ns, options_.decay_step_bytes, false);
   if (r.more) backlog_.store(true, std::memory_order_relaxed);
 }
 

@@ -86,6 +86,7 @@ struct ChunkStats {
   size_t active = 0;        // in extents handed to upper layers
   size_t dirty = 0;         // retained, maybe resident
   size_t clean = 0;         // purged or never touched
+  size_t purging = 0;       // in a purge batch that has not completed
   size_t dirty_extents = 0; // free extents that are dirty (mallinfo's ordblks)
   size_t reservations = 0;  // reservation mappings made
   uint64_t allocs = 0;
@@ -264,7 +265,8 @@ class ChunkLayer {
     size_t bytes;
     bool more;  // stopped by the budget with old extents left
   };
-  DecayResult purge_dirty(uint64_t min_age_ns, size_t budget = SIZE_MAX) noexcept;
+  // `may_wait`: false on the free path (see ForkGate::try_enter).
+  DecayResult purge_dirty(uint64_t min_age_ns, size_t budget = SIZE_MAX, bool may_wait = true) noexcept;
   // Purges extents already marked kPurging and out of every set (at most
   // kPurgeBatch), then puts them back clean (or dirty, if the kernel refused).
   struct PurgeResult {

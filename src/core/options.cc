@@ -64,6 +64,7 @@ bool set_threshold(Options& o, const char* v, size_t n) {
   return true;
 }
 bool set_tcache(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.tcache); }
+bool set_hardened(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.hardened); }
 bool set_stats_print(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.stats_print); }
 bool set_prefault(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.prefault); }
 bool set_background_thread(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.background_thread); }
@@ -84,6 +85,7 @@ constexpr Entry kTable[] = {
     {"thp", set_thp},
     {"huge_threshold", set_threshold},
     {"tcache", set_tcache},
+    {"hardened", set_hardened},
     {"stats_print", set_stats_print},
     {"prefault", set_prefault},
     {"bin_sets", set_bin_sets},
@@ -166,6 +168,7 @@ bool option_to_string(const Options& o, const char* name, char* buf, size_t n) n
   else if (!std::strcmp(name, "thp"))
     copy(o.thp == huge::ThpPolicy::kAuto ? "auto" : o.thp == huge::ThpPolicy::kAlways ? "always" : "never");
   else if (!std::strcmp(name, "tcache")) copy(o.tcache ? "true" : "false");
+  else if (!std::strcmp(name, "hardened")) copy(o.hardened ? "true" : "false");
   else if (!std::strcmp(name, "stats_print")) copy(o.stats_print ? "true" : "false");
   else if (!std::strcmp(name, "prefault")) copy(o.prefault ? "true" : "false");
   else if (!std::strcmp(name, "bin_sets")) (void)format_u64(o.bin_sets, buf, n);

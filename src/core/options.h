@@ -23,6 +23,7 @@ struct Options {
   bool prefault = false;               // the prefault helper thread (small::Prefaulter)
   size_t bin_sets = 1;                 // sets of bins (Runtime::bins), at most 8; 0: one per CPU
   bool background_thread = true;       // finish decay for a quiet program (core::BackgroundThread)
+  bool hardened = kHardened;           // validate every free (--enable-hardened: always)
 };
 
 // Parses "key:value,key:value" into `opts`. Returns the number of entries

@@ -2,12 +2,14 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/auxv.h>
 #include <stdlib.h>
 
 #include <cerrno>
 #include <cstring>
 #include <new>
 
+#include "base/fork_gate.h"
 #include "core/stats.h"
 #include "core/stdio_fork.h"
 #include "os/kernel.h"
@@ -17,6 +19,8 @@ namespace ductile::core {
 alignas(Runtime) unsigned char g_runtime[sizeof(Runtime)];
 std::atomic<bool> g_ready{false};
 size_t g_huge_threshold = 0;
+bool g_hardened = false;
+uintptr_t g_freed_secret = 0;
 alignas(small::ThreadCache) unsigned char g_no_cache[sizeof(small::ThreadCache)];
 __thread small::ThreadCache* t_cache __attribute__((tls_model("initial-exec"))) =
     reinterpret_cast<small::ThreadCache*>(g_no_cache);
@@ -29,8 +33,11 @@ using small::ThreadCache;
 
 // ---- bootstrap ---------------------------------------------------------
 // Memory for calls that reach us while this very thread is creating the
-// runtime (a libc function that allocates on first use). Never reused; a
-// 16-byte header holds the size for realloc and malloc_usable_size.
+// runtime (a libc function that allocates on first use, an interposed
+// getenv). Never reused, so it reads as zero; a 16-byte header before each
+// block holds its size for realloc and malloc_usable_size. Only the thread
+// that holds the init lock gets here, but the offset is claimed atomically
+// all the same.
 constexpr size_t kBootstrapBytes = 64 * 1024;
 alignas(16) unsigned char g_bootstrap[kBootstrapBytes];
 std::atomic<size_t> g_bootstrap_used{0};
@@ -39,17 +46,27 @@ bool is_bootstrap(const void* p) {
   return addr(p) >= addr(g_bootstrap) && addr(p) < addr(g_bootstrap) + kBootstrapBytes;
 }
 
-void* bootstrap_alloc(size_t size) {
-  size_t need = align_up(size + 16, 16);
-  if (need == 0) return nullptr;
-  size_t off = g_bootstrap_used.fetch_add(need, std::memory_order_relaxed);
-  if (off + need > kBootstrapBytes) {
+// `align`: 0 or a power of two. Sizes and alignments are bounded by the
+// buffer before any arithmetic, so nothing wraps (size + 16 did, near SIZE_MAX).
+void* bootstrap_alloc(size_t size, size_t align) {
+  if (align < 16) align = 16;
+  if (size > kBootstrapBytes || align > kBootstrapBytes) {
     errno = ENOMEM;
     return nullptr;
   }
-  unsigned char* p = g_bootstrap + off;
-  std::memcpy(p, &size, sizeof size);
-  return p + 16;
+  size_t off = g_bootstrap_used.load(std::memory_order_relaxed);
+  size_t start, end;
+  do {
+    start = align_up(addr(g_bootstrap) + off + 16, align) - addr(g_bootstrap);
+    end = start + align_up(size, 16);
+    if (end > kBootstrapBytes) {
+      errno = ENOMEM;
+      return nullptr;
+    }
+  } while (!g_bootstrap_used.compare_exchange_weak(off, end, std::memory_order_relaxed));
+  unsigned char* p = g_bootstrap + start;
+  std::memcpy(p - 16, &size, sizeof size);
+  return p;
 }
 
 size_t bootstrap_size(const void* p) {
@@ -94,12 +111,15 @@ void* medium_from_chunks(size_t cls, size_t align, bool zero) {
   e->usable = size;
   rt().chunks.tag_first_page(e, small::free_tag(cls));
   if (zero && !a.zeroed) std::memset(ptr(e->base), 0, size);
+  else if (kHardened && !a.zeroed) *reinterpret_cast<uintptr_t*>(e->base) = 0;  // a freed mark left there
   return ptr(e->base);
 }
 
 // ---- thread caches -----------------------------------------------------
 ThreadCache* create_cache() {
-  if (t_state == kExiting || !rt().opts.tcache) return nullptr;
+  // hardened:true without --enable-hardened: no caches, so that every call
+  // reaches the checks without a test on the inline paths.
+  if (t_state == kExiting || !rt().opts.tcache || (g_hardened && !kHardened)) return nullptr;
   ThreadCache* tc;
   {
     LockGuard g(g_caches_lock);
@@ -276,6 +296,7 @@ void* alloc_class(size_t cls, bool zero, bool cached) {
       if (kStats) tc->allocated += small::class_size(cls);
       void* p = b.items[--b.count];
       if (zero) std::memset(p, 0, small::class_size(cls));
+      else if (kHardened) *static_cast<uintptr_t*>(p) = 0;  // the freed mark
       return p;
     }
     if (small::is_small_class(cls)) return nullptr;  // the bin could not fill
@@ -286,6 +307,7 @@ void* alloc_class(size_t cls, bool zero, bool cached) {
     start_helper_if_asked();
     count_bytes(small::class_size(cls), 0);
     if (zero) std::memset(p, 0, small::class_size(cls));
+    else if (kHardened) *static_cast<uintptr_t*>(p) = 0;  // the freed mark
     return p;
   }
   void* p = medium_from_chunks(cls, kPage, zero);
@@ -297,7 +319,7 @@ void* alloc_class(size_t cls, bool zero, bool cached) {
 // densely used, and goes to huge-page space.
 void* alloc_impl(size_t size, size_t align, bool zero, bool cached = true, bool growing = false) {
   if (DUCTILE_UNLIKELY(!ensure_ready())) {
-    void* p = bootstrap_alloc(size);  // zeroed: static storage, never reused
+    void* p = bootstrap_alloc(size, align);  // zeroed: static storage, never reused
     return p;
   }
   if (DUCTILE_UNLIKELY(size > static_cast<size_t>(PTRDIFF_MAX))) {
@@ -354,6 +376,7 @@ void cache_push(void* p, Extent* e, bool cached) {
     decay_from_calls();
   }
   if (kStats) tc->deallocated += small::class_size(cls);
+  if (kHardened) *static_cast<uintptr_t*>(p) = freed_mark(p);
   b.items[b.count++] = p;
 }
 
@@ -443,7 +466,7 @@ Runtime::Runtime(const Options& o) noexcept
     nbinsets = ncpu == 0 ? 1 : ncpu < kMaxBinSets ? ncpu : kMaxBinSets;
   }
   for (size_t a = 0; a < nbinsets; a++)
-    for (size_t c = 0; c < small::kNumSmall; c++) bins[a][c].init(c, &arena);
+    for (size_t c = 0; c < small::kNumSmall; c++) bins[a][c].init(c, &arena, g_hardened);
   decay.init(&bins[0][0], nbinsets * small::kNumSmall, &arena);
 }
 
@@ -466,11 +489,19 @@ bool ensure_ready() noexcept {
   t_initialising = true;
   g_init_lock.lock();
   if (!g_ready.load(std::memory_order_relaxed)) {
+    const KeepErrno keep;  // the probes' and libc's refusals are no error of the caller's
     Options o;
     parse_options(DUCTILE_DEFAULT_CONF, o);
     parse_options(getenv("DUCTILE_CONF"), o);
     if (const char* s = getenv("DUCTILE_STATS"); s && *s && !set_option(o, "stats_print", s, std::strlen(s)))
       warn("DUCTILE_STATS: expected 1, 0, true or false; ignored");
+    g_hardened = kHardened || o.hardened;
+    if (g_hardened) {
+      // AT_RANDOM's second half (the chunk layer's hint takes the first).
+      if (auto* bytes = reinterpret_cast<const unsigned char*>(getauxval(AT_RANDOM)))
+        std::memcpy(&g_freed_secret, bytes + 8, sizeof g_freed_secret);
+      g_freed_secret |= 1;  // never 0: a zeroed block must not look freed at address 0
+    }
     new (g_runtime) Runtime(o);
     pthread_key_create(&g_cache_key, thread_exit);
     pthread_atfork(prefork, postfork_parent, postfork_child);
@@ -482,6 +513,8 @@ bool ensure_ready() noexcept {
   t_initialising = false;
   return true;
 }
+
+Mutex& options_lock() noexcept { return g_init_lock; }
 
 bool set_huge_threshold(size_t bytes) noexcept {
   if (!ensure_ready()) return false;
@@ -512,13 +545,44 @@ void* alloc_aligned(size_t size, size_t align, bool zero) noexcept {
 }
 
 namespace {
+
+// A pointer that is no block of ours. Every mode reports what it can see
+// without more loads than the slow path makes anyway: a pointer into no
+// extent of ours, or one off the 8-byte grid (glibc's "free(): invalid
+// pointer"), and one into free space -- a huge or medium block freed
+// already ("double free"). Freeing it anyway would corrupt the heap.
+[[noreturn]] DUCTILE_NOINLINE void bad_free(void* p) noexcept {
+  const Extent* e = rt().chunks.lookup(p);
+  const bool freed = e != nullptr && e->state != chunk::ExtentState::kActive && addr(p) >= e->base &&
+                     addr(p) < e->end() && is_aligned(addr(p), kPage);
+  fatal_pointer(freed ? "free(): double free detected" : "free(): invalid pointer", p);
+}
+
+// Hardened mode: p, inside active extent e, must be a block's start and
+// not in a thread cache already (its freed mark). A small object freed
+// twice after leaving the cache is found by its slab's bitmap (Bin::flush).
+void check_block(void* p, const Extent* e) noexcept {
+  if (e->kind == ExtentKind::kSlab) {
+    if ((addr(p) - e->base) % small::class_size(e->size_class) != 0) fatal_pointer("free(): invalid pointer", p);
+  } else if (addr(p) != e->base) {
+    fatal_pointer("free(): invalid pointer", p);
+  }
+  if (kHardened && e->kind != ExtentKind::kHuge && *static_cast<const uintptr_t*>(p) == freed_mark(p))
+    fatal_pointer("free(): double free detected", p);
+}
+
 void dealloc_impl(void* p, bool cached) {
   if (p == nullptr || is_bootstrap(p)) return;
   Extent* e = owner_of(p);
-  if (e == nullptr) return;  // not ours: ignoring it is the one thing that cannot corrupt us
+  if (DUCTILE_UNLIKELY(e == nullptr || (addr(p) & 7) != 0)) {
+    if (g_ready.load(std::memory_order_acquire)) bad_free(p);
+    return;  // nothing is ours yet
+  }
+  if (g_hardened) check_block(p, e);
   dealloc_extent(p, e, cached);
   wake_background_if_rung();
 }
+
 }  // namespace
 
 void dealloc_slow(void* p) noexcept { dealloc_impl(p, true); }
@@ -528,6 +592,25 @@ void decay_event(small::ThreadCache* tc) noexcept {
   // bounded, and 256 MiB at 2 MiB per step takes 128 of them.
   tc->decay_countdown = small::ThreadCache::kDecayEvent;
   if (rt().decay.tick()) tc->decay_countdown /= 16;
+}
+
+void check_sized_free(void* p, size_t size, size_t align) noexcept {
+  if (p != nullptr && !is_bootstrap(p)) {
+    // The size must be one the block could have been allocated with: a
+    // request of that size and alignment gets a block of this class, or
+    // this usable size; or (a larger block that realloc left in place when
+    // it shrank) at most its usable size and more than half of it.
+    const Extent* e = owner_of(p);
+    if (e != nullptr && (addr(p) & 7) == 0) {
+      check_block(p, e);
+      const size_t usable = usable_of(e);
+      const Placement at = place(size, align);
+      const bool fits = e->kind == ExtentKind::kSlab
+                            ? at.kind == Placement::kClass && at.cls == e->size_class
+                            : at.usable == usable || (size <= usable && size > usable / 2 - kPage);
+      if (!fits) fatal_pointer("free_sized(): wrong size for block", p);
+    }
+  }
 }
 
 size_t usable_size(const void* p) noexcept {
@@ -684,9 +767,12 @@ size_t trim() noexcept {
 
 namespace {
 
-// The lock order is stdio's list lock, then ductile's: see stdio_fork.h.
-// Nothing in ductile calls stdio while holding a lock of its own.
+// First the fork gate: work in flight (fork_gate.h) finishes, holding no
+// lock of the forking thread's. Then stdio's list lock, then ductile's:
+// see stdio_fork.h. Nothing in ductile calls stdio while holding a lock of
+// its own. The init lock is also the options lock (mallctl's writes).
 void prefork() noexcept {
+  ForkGate::close();
   stdio_fork::prepare();
   g_init_lock.lock();
   g_caches_lock.lock();
@@ -710,6 +796,7 @@ void postfork_parent() noexcept {
   g_caches_lock.unlock();
   g_init_lock.unlock();
   stdio_fork::parent();
+  ForkGate::open();
 }
 
 void postfork_child() noexcept {
@@ -723,6 +810,7 @@ void postfork_child() noexcept {
   g_caches_lock.reinit_after_fork();
   g_init_lock.reinit_after_fork();
   stdio_fork::child();
+  ForkGate::reset_in_child();
   rt().os.after_fork_in_child();
   // The other threads do not exist in the child. Their caches may have been
   // in the middle of an operation (a flush half done), so their contents

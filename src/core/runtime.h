@@ -68,6 +68,16 @@ extern std::atomic<bool> g_ready;
 // every smaller size has a thread-cache bin. Set at start-up, and by
 // set_huge_threshold (read and written with relaxed atomic accesses).
 extern size_t g_huge_threshold;
+// Hardened mode (--enable-hardened, or hardened:true): every free is
+// validated. Set at start-up. Under hardened:true alone threads get no cache,
+// so every call takes the slow paths, where the checks are, and the inline
+// paths below are the same instructions as without it.
+extern bool g_hardened;
+// --enable-hardened keeps the thread caches: a block freed into one holds
+// this mark in its first word (the address and a per-process secret), so a
+// second free of it is seen; taking a block out of a cache clears it.
+extern uintptr_t g_freed_secret;
+inline uintptr_t freed_mark(const void* p) { return addr(p) ^ g_freed_secret; }
 inline Runtime& rt() { return *reinterpret_cast<Runtime*>(g_runtime); }
 
 // The cache of every thread that has none (not yet, no longer, or none at
@@ -93,6 +103,14 @@ void* alloc_slow(size_t size) noexcept;
 // A thread's countdown of cached frees ran out: a decay step if one is due.
 void decay_event(small::ThreadCache* tc) noexcept;
 void dealloc_slow(void* p) noexcept;
+// Hardened mode, before a free that says the size (and alignment, 0 for
+// none) the block was allocated with (sdallocx, free_sized, sized operator
+// delete): a size it cannot have been allocated with ends the program.
+// Without hardened mode the size is neither needed nor trusted.
+void check_sized_free(void* p, size_t size, size_t align) noexcept;
+DUCTILE_ALWAYS_INLINE void check_size(void* p, size_t size, size_t align = 0) noexcept {
+  if (DUCTILE_UNLIKELY(g_hardened)) check_sized_free(p, size, align);
+}
 // `align`: a power of two; `zero`: the block reads as zeroes.
 void* alloc_aligned(size_t size, size_t align, bool zero) noexcept;
 // MALLOCX_TCACHE_NONE: as alloc_aligned and free, but the block neither comes
@@ -128,6 +146,9 @@ void flush_thread_cache() noexcept;
 size_t trim() noexcept;
 // Makes the runtime ready; false while it is being made by this very thread.
 bool ensure_ready() noexcept;
+// Serialises changes of run-time options (mallctl writes, mallopt); taken
+// around fork, so a child never inherits it held.
+Mutex& options_lock() noexcept;
 // Changes the huge threshold at run time (mallopt's M_MMAP_THRESHOLD) to
 // `bytes`, which must be a value the huge_threshold option accepts; false,
 // with nothing changed, for any other or while the runtime is not ready.
@@ -146,7 +167,9 @@ DUCTILE_ALWAYS_INLINE void* alloc(size_t size) noexcept {
   small::CacheBin& b = tc->bins[cls];
   if (DUCTILE_LIKELY(b.count != 0)) {
     if (kStats) tc->allocated += small::class_size(cls);
-    return b.items[--b.count];
+    void* p = b.items[--b.count];
+    if (kHardened) *static_cast<uintptr_t*>(p) = 0;  // the freed mark
+    return p;
   }
   return alloc_slow(size);
 }
@@ -155,12 +178,15 @@ DUCTILE_ALWAYS_INLINE void* alloc(size_t size) noexcept {
 // objects and of a medium block freed by its first page, so the common free
 // loads no extent: TLS, the page map's root and leaf, the cache bin.
 DUCTILE_ALWAYS_INLINE void dealloc(void* p) noexcept {
+  if (kHardened) return dealloc_slow(p);  // validated there, then cached
   small::ThreadCache* tc = t_cache;
   // No tag (0, also for nullptr and foreign pointers) wraps to a huge class.
   size_t cls = size_t{chunk::PageMap::entry_tag(rt().chunks.lookup_entry(p))} - 1;
-  // A medium block only by its start: page aligned on its (tagged) first page.
-  if (DUCTILE_LIKELY(cls < small::kNumSmall ||
-                     (cls < small::kNumClasses && (addr(p) & (kPage - 1)) == 0))) {
+  // A small object only at an 8-byte boundary (the slow path reports the
+  // others), a medium block only by its start: page aligned on its (tagged)
+  // first page.
+  if (DUCTILE_LIKELY(cls < small::kNumSmall ? (addr(p) & 7) == 0
+                                            : cls < small::kNumClasses && (addr(p) & (kPage - 1)) == 0)) {
     small::CacheBin& b = tc->bins[cls];
     if (DUCTILE_LIKELY(b.count < b.limit)) {
       if (kStats) tc->deallocated += small::class_size(cls);

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <new>
 
+#include "base/fork_gate.h"
+
 namespace ductile::huge {
 
 using chunk::Extent;
@@ -329,6 +331,10 @@ bool HugeLayer::restore_target(Extent* t, size_t len) noexcept {
 }
 
 void* HugeLayer::move(Extent* e, Span* s, size_t usable, size_t align, bool zero) noexcept {
+  // From the mremap to the chunk layer's refill of the old range, and from
+  // taking the new span to adopting it, the layers disagree about the
+  // block: in flight (fork_gate.h).
+  const InFlight gate;
   const uintptr_t from = e->base;
   const size_t carry = min_of(e->usable, usable);
   const bool growing = usable > e->usable;

@@ -74,6 +74,7 @@ Os::~Os() {
 }
 
 void Os::probe() noexcept {
+  const KeepErrno keep;  // see common.h: errno is the caller's
   features_.address_space_limit = kernel_.address_space_limit();
   char buf[64];
   if (kernel_.read_small_file("/proc/sys/vm/overcommit_memory", buf, sizeof buf) > 0)
@@ -135,6 +136,7 @@ void Os::probe_batch_purge(void* scratch) noexcept {
 }
 
 void Os::after_fork_in_child() noexcept {
+  const KeepErrno keep;  // see common.h: errno is the caller's
   if (features_.self_pidfd >= 0) {
     // The inherited pidfd names the parent. Drop it and re-probe on a scratch page.
     kernel_.close(features_.self_pidfd);
@@ -153,6 +155,7 @@ int Os::prot_reserved() const noexcept { return features_.strict_overcommit ? PR
 int Os::flags_reserved() const noexcept { return kPrivate; }
 
 void* Os::reserve(size_t size) noexcept {
+  const KeepErrno keep;  // see common.h: errno is the caller's
   if (size == 0 || !is_aligned(size, kPage)) return nullptr;
   count(Call::kMmap);
   void* p = kernel_.mmap(nullptr, size, prot_reserved(), flags_reserved());
@@ -160,6 +163,7 @@ void* Os::reserve(size_t size) noexcept {
 }
 
 MapStatus Os::reserve_at(void* addr, size_t size) noexcept {
+  const KeepErrno keep;  // see common.h: errno is the caller's
   if (size == 0 || !is_aligned(size, kPage) || !is_aligned(ductile::addr(addr), kPage) ||
       ductile::addr(addr) + size < ductile::addr(addr))
     return MapStatus::kFailed;
@@ -176,12 +180,14 @@ MapStatus Os::reserve_at(void* addr, size_t size) noexcept {
 }
 
 bool Os::unmap(void* addr, size_t size) noexcept {
+  const KeepErrno keep;  // see common.h: errno is the caller's
   if (size == 0 || !is_aligned(ductile::addr(addr), kPage) || !is_aligned(size, kPage)) return false;
   count(Call::kMunmap);
   return kernel_.munmap(addr, size) == 0;
 }
 
 bool Os::commit(void* addr, size_t size) noexcept {
+  const KeepErrno keep;  // see common.h: errno is the caller's
   if (!features_.strict_overcommit) return true;
   count(Call::kMprotect);
   return kernel_.mprotect(addr, size, kRw) == 0;
@@ -197,11 +203,13 @@ bool Os::decommit(void* addr, size_t size) noexcept {
 }
 
 bool Os::map_fresh(void* addr, size_t size) noexcept {
+  const KeepErrno keep;  // see common.h: errno is the caller's
   count(Call::kMmap);
   return kernel_.mmap(addr, size, prot_reserved(), flags_reserved() | MAP_FIXED) == addr;
 }
 
 void* Os::remap(void* old_addr, size_t old_size, size_t new_size, RemapMode mode, void* target) noexcept {
+  const KeepErrno keep;  // see common.h: errno is the caller's
   int flags = 0;
   if (mode == RemapMode::kMayMove) flags = MREMAP_MAYMOVE;
   if (mode == RemapMode::kFixed) {
@@ -265,6 +273,7 @@ size_t Os::purge_batch(const Range* ranges, size_t n, int advice) noexcept {
 }
 
 size_t Os::purge(const Range* ranges, size_t n, Advice advice) noexcept {
+  const KeepErrno keep;  // see common.h: errno is the caller's
   int adv = MADV_DONTNEED;
   if (advice == Advice::kFree && features_.madv_free) adv = kMadvFree;
   size_t done = 0;
@@ -285,6 +294,7 @@ size_t Os::purge(const Range* ranges, size_t n, Advice advice) noexcept {
 }
 
 bool Os::advise_huge(void* addr, size_t size) noexcept {
+  const KeepErrno keep;  // see common.h: errno is the caller's
 #ifdef MADV_HUGEPAGE
   if (features_.thp != ThpMode::kMadvise) return true;
   count(Call::kMadvise);
@@ -296,6 +306,7 @@ bool Os::advise_huge(void* addr, size_t size) noexcept {
 }
 
 bool Os::populate(void* addr, size_t size) noexcept {
+  const KeepErrno keep;  // see common.h: errno is the caller's
   if (!features_.populate_write) return false;
   count(Call::kMadvise);
   if (kernel_.madvise(addr, size, kMadvPopulateWrite) == 0) return true;

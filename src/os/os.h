@@ -13,8 +13,9 @@
 //    mprotect(READ|WRITE) and decommit maps PROT_NONE back over the range, so
 //    the kernel's commit charge follows what is really in use.
 //
-// Every method is noexcept, never allocates, and on failure leaves the
-// address space as it was, except where stated.
+// Every method is noexcept, never allocates, leaves errno as it found it
+// (a refused hint or a probe is no error of the caller's), and on failure
+// leaves the address space as it was, except where stated.
 #pragma once
 
 #include <atomic>

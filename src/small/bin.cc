@@ -3,6 +3,7 @@
 #include <cstring>
 #include <new>
 
+#include "base/fork_gate.h"
 #include "small/thread_cache.h"
 
 namespace ductile::small {
@@ -35,10 +36,14 @@ void SlabPool::prefork() noexcept { g_pool_lock.lock(); }
 void SlabPool::postfork_parent() noexcept { g_pool_lock.unlock(); }
 void SlabPool::postfork_child() noexcept { g_pool_lock.reinit_after_fork(); }
 
-void Bin::init(size_t cls, SlabArena* arena) noexcept {
+void Bin::init(size_t cls, SlabArena* arena, bool hardened) noexcept {
   cls_ = static_cast<uint32_t>(cls);
   size_ = kClasses.size[cls];
-  words_ = kClasses.bitmap_words[cls];
+  // Hardened mode links no freed object through its memory: a write after
+  // free cannot redirect a later allocation, and a double free is a bit
+  // already set.
+  hardened_ = hardened;
+  words_ = hardened ? (kClasses.objects_per_slab[cls] + 63u) / 64u : kClasses.bitmap_words[cls];
   // For an offset q * size_: q * size_ * magic = q * 2^32 + q * r with
   // r < size_, so the shift gives q exactly while q * r < 2^32 -- slabs hold
   // at most 8192 objects and size_ <= 16 KiB.
@@ -236,6 +241,8 @@ size_t Bin::flush_locked(void** objs, size_t n, Lent* expired, size_t& nexpired)
     }
     if (kBitmap) {
       size_t i = ((addr(p) - lo) * div_magic_) >> 32;
+      if (hardened_ && DUCTILE_UNLIKELY(i >= s->bump || lo + i * size_ != addr(p)))
+        fatal_pointer("free(): invalid pointer", p);
       DUCTILE_ASSERT(i < s->bump && lo + i * size_ == addr(p));
       if (i / 64 != word) {
         store_bits();
@@ -243,6 +250,8 @@ size_t Bin::flush_locked(void** objs, size_t n, Lent* expired, size_t& nexpired)
         bits = 0;
       }
       const uint64_t bit = uint64_t{1} << (i % 64);
+      if (hardened_ && DUCTILE_UNLIKELY(((s->bits()[word] | bits) & bit) != 0))
+        fatal_pointer("free(): double free detected", p);
       DUCTILE_ASSERT(((s->bits()[word] | bits) & bit) == 0);  // not freed twice
       bits |= bit;
     } else {
@@ -275,8 +284,11 @@ void Bin::settle(Slab* s, uint32_t freed, Lent* expired, size_t& nexpired) noexc
     s->empty_since = arena_->chunks().now_ns();
     link(s, kEmpty);
     Slab* oldest = empty_tail_;
+    // Expired slabs are in flight until the arena has them (fork_gate.h);
+    // under the lock, a fork in progress leaves them here for now.
     if (nempty_ > kRetainEmpty && nexpired < os::kPurgeBatch &&
-        s->empty_since - oldest->empty_since >= arena_->chunks().options().decay_ns)
+        s->empty_since - oldest->empty_since >= arena_->chunks().options().decay_ns &&
+        (nexpired != 0 || ForkGate::try_enter()))
       expired[nexpired++] = take_empty(oldest);
     else if (nempty_ > kRetainEmpty)
       arena_->chunks().note_retained(s->extent->size);  // decay's to release, if nobody frees here again
@@ -295,7 +307,10 @@ size_t Bin::flush(void** objs, size_t n) noexcept {
     others = words_ ? flush_locked<true>(objs, n, expired, nexpired)
                     : flush_locked<false>(objs, n, expired, nexpired);
   }
-  if (nexpired) arena_->free(expired, nexpired);
+  if (nexpired) {
+    arena_->free(expired, nexpired);
+    ForkGate::leave();
+  }
   return others;
 }
 
@@ -322,6 +337,7 @@ Bin::DecayResult Bin::decay(size_t max_pages) noexcept {
 }
 
 size_t Bin::release_empty(size_t keep, uint64_t min_age_ns, uint64_t now, size_t max_pages, bool* due) noexcept {
+  const InFlight gate;  // taken slabs are in flight until the arena has them
   Lent batch[os::kPurgeBatch];
   const size_t slab_pages = kClasses.slab_pages[cls_];
   size_t pages = 0;

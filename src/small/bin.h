@@ -69,7 +69,9 @@ class Bin {
   Bin() = default;
   Bin(const Bin&) = delete;
   Bin& operator=(const Bin&) = delete;
-  void init(size_t cls, SlabArena* arena) noexcept;
+  // `hardened`: every class keeps freed objects in a bitmap, and a flush
+  // checks each object (a block start, handed out, not free already).
+  void init(size_t cls, SlabArena* arena, bool hardened = false) noexcept;
 
   // Takes up to n objects into out[]; returns how many (0 when out of memory).
   size_t fill(void** out, size_t n) noexcept;
@@ -128,6 +130,7 @@ class Bin {
   uint32_t cls_ = 0;
   uint32_t size_ = 0;
   uint32_t words_ = 0;     // bitmap words per slab; 0 for a free-list class
+  bool hardened_ = false;
   uint32_t div_magic_ = 0; // ceil(2^32 / size_): offset * magic >> 32 is the index
   Slab* partial_ = nullptr;
   Slab* empty_ = nullptr;       // newest first

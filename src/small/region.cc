@@ -2,6 +2,8 @@
 
 #include <new>
 
+#include "base/fork_gate.h"
+
 namespace ductile::small {
 
 struct Region {
@@ -299,6 +301,10 @@ void SlabArena::free(const Lent* v, size_t n, uint64_t idle_since) noexcept {
   Job job;
   job.idle_since = idle_since;
   const uint64_t now = chunks_->now_ns();
+  // A job's pieces and regions are in flight until it has run (fork_gate.h).
+  // A caller may hold a bin's lock here: while a fork is in progress, the
+  // slabs only go back, and purges and releases wait for a later call.
+  const bool gated = ForkGate::try_enter();
   {
     LockGuard g(lock_);
     for (size_t k = 0; k < n; k++) {
@@ -312,6 +318,7 @@ void SlabArena::free(const Lent* v, size_t n, uint64_t idle_since) noexcept {
       r->live -= static_cast<uint32_t>(np);
       stats_.returns++;
       if (r->live == 0) empty_regions_++;
+      if (!gated) continue;
       if (surplus(r) && job.nrelease < Job::kMax) {
         unlink(r);
         job.release[job.nrelease++] = r;
@@ -330,12 +337,15 @@ void SlabArena::free(const Lent* v, size_t n, uint64_t idle_since) noexcept {
       }
       refile(r);
     }
-    decay_locked(now, job, step_pages());
+    if (gated) decay_locked(now, job, step_pages());
   }
+  if (!gated) return;
   (void)run(job);
+  ForkGate::leave();
 }
 
 bool SlabArena::decay(size_t max_pages) noexcept {
+  const InFlight gate;  // a job's pieces and regions are in flight until it has run
   for (;;) {
     Job job;
     bool more;
@@ -455,6 +465,7 @@ size_t SlabArena::run(Job& job) noexcept {
 }
 
 size_t SlabArena::trim() noexcept {
+  const InFlight gate;
   size_t bytes = 0;
   for (;;) {
     Job job;
@@ -486,6 +497,7 @@ ArenaStats SlabArena::stats() const noexcept {
     s.regions++;
     if (r->advised) s.advised++;
     s.slab_pages += r->live;
+    s.purging += r->purging;
     for (size_t i = 0; i < kRegionWords; i++)
       s.dirty_pages += static_cast<size_t>(__builtin_popcountll(r->dirty[i] & ~r->used[i]));
   }

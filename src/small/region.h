@@ -60,6 +60,7 @@ struct ArenaStats {
   // Regions looked at to place a slab or to file a new region: the work of
   // finding room, which must not grow with the number of regions held.
   uint64_t search_steps = 0;
+  size_t purging = 0;          // stretches of held regions in purge jobs now
 };
 
 struct Region;

@@ -153,9 +153,13 @@ inline constexpr size_t kClass1024 = detail::index_of(1024);
 inline constexpr size_t kNumSmall = kClasses.num_small;
 
 namespace detail {
+// Every small class, as hardened mode keeps them all in bitmaps (Bin::init).
 constexpr size_t max_bitmap_words() {
   size_t m = 0;
-  for (size_t c = 0; c < kNumClasses; c++) m = kClasses.bitmap_words[c] > m ? kClasses.bitmap_words[c] : m;
+  for (size_t c = 0; c < kClasses.num_small; c++) {
+    const size_t w = (kClasses.objects_per_slab[c] + 63u) / 64u;
+    m = w > m ? w : m;
+  }
   return m;
 }
 }  // namespace detail

@@ -36,4 +36,10 @@ for spec in "524288 grow" "524288 threads" "204800 threads"; do
   report "rlimit_prog $2 under $(($1 / 1024)) MiB" $? "$out"
 done
 
+# Every range filled until refused: NULL/ENOMEM, std::bad_alloc, the blocks
+# intact, and the same requests served again after frees.
+need_built rlimit_oom
+out=$(under_limit 524288 "$prog" 2>&1)
+report "rlimit_oom under 512 MiB" $? "$out"
+
 finish

@@ -80,10 +80,10 @@ TEST(Malloc, ImpossibleSizesFailWithEnomem) {
   ductile_free(p);
 }
 
-TEST(Malloc, FreeOfNullAndOfForeignPointersIsHarmless) {
+TEST(Malloc, FreeOfNullIsHarmlessAndOfForeignPointersFatal) {
   ductile_free(nullptr);
   int on_stack = 5;
-  ductile_free(&on_stack);
+  EXPECT_DEATH(ductile_free(&on_stack), "^ductile: free\\(\\): invalid pointer 0x[0-9a-f]+\n");
   EXPECT_EQ(on_stack, 5);
   EXPECT_EQ(ductile_malloc_usable_size(&on_stack), 0u);
   EXPECT_EQ(ductile_malloc_usable_size(nullptr), 0u);
@@ -242,7 +242,8 @@ TEST(FreeTag, EveryClassIsTaggedWhereFreeLooks) {
       EXPECT_EQ(e->kind, chunk::ExtentKind::kMedium);
       EXPECT_EQ(tag_of(p + kPage), 0u);             // not mapped
       EXPECT_EQ(tag_of(p + size - 1), 0u);          // last page: boundary only
-      ductile_free(p + 8);                          // not a block start: ignored
+      if (kHardened) EXPECT_DEATH(ductile_free(p + 8), "free\\(\\): invalid pointer");
+      else ductile_free(p + 8);                     // not a block start: ignored
       EXPECT_EQ(core::rt().chunks.lookup(p)->state, chunk::ExtentState::kActive);
     }
     ductile_free(p);

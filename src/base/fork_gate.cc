@@ -1,0 +1,79 @@
+#include "base/fork_gate.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <climits>
+
+#include "base/common.h"
+
+namespace ductile {
+namespace {
+
+// ints, so that waiters sleep on them with futex(2): the machine may have
+// fewer cores than busy threads, and spinning would steal the time of the
+// very work that is being waited for.
+std::atomic<int> g_active{0};  // threads inside the gate (outermost entries)
+std::atomic<int> g_closed{0};  // a fork is in progress
+__thread unsigned t_depth __attribute__((tls_model("initial-exec"))) = 0;
+
+int* word(std::atomic<int>& a) { return reinterpret_cast<int*>(&a); }
+void wait_while(std::atomic<int>& a, int v) {
+  const KeepErrno keep;  // EAGAIN (the value moved) or EINTR: no error of the caller's
+  (void)syscall(SYS_futex, word(a), FUTEX_WAIT_PRIVATE, v, nullptr, nullptr, 0);
+}
+void wake(std::atomic<int>& a, int n) {
+  const KeepErrno keep;
+  (void)syscall(SYS_futex, word(a), FUTEX_WAKE_PRIVATE, n, nullptr, nullptr, 0);
+}
+
+// One fewer inside; the last one out wakes a fork waiting in close().
+void depart() {
+  if (g_active.fetch_sub(1, std::memory_order_seq_cst) == 1 && g_closed.load(std::memory_order_seq_cst))
+    wake(g_active, 1);
+}
+
+}  // namespace
+
+bool ForkGate::try_enter() noexcept {
+  if (t_depth != 0) {  // nested: the outer entry holds the gate open
+    t_depth++;
+    return true;
+  }
+  // Sequentially consistent on both sides (Dekker): either close() sees this
+  // entry and waits for it, or this sees the gate closed and backs out.
+  g_active.fetch_add(1, std::memory_order_seq_cst);
+  if (g_closed.load(std::memory_order_seq_cst)) {
+    depart();
+    return false;
+  }
+  t_depth = 1;
+  return true;
+}
+
+void ForkGate::enter() noexcept {
+  while (!try_enter()) wait_while(g_closed, 1);
+}
+
+void ForkGate::leave() noexcept {
+  if (--t_depth == 0) depart();
+}
+
+void ForkGate::close() noexcept {
+  g_closed.store(1, std::memory_order_seq_cst);
+  for (int n; (n = g_active.load(std::memory_order_seq_cst)) != 0;) wait_while(g_active, n);
+}
+
+void ForkGate::open() noexcept {
+  g_closed.store(0, std::memory_order_seq_cst);
+  wake(g_closed, INT_MAX);
+}
+
+void ForkGate::reset_in_child() noexcept {
+  // Only the forking thread exists, and it was not inside (close() waited).
+  g_active.store(0, std::memory_order_relaxed);
+  g_closed.store(0, std::memory_order_relaxed);
+}
+
+}  // namespace ductile
