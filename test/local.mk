@@ -69,6 +69,11 @@ test_unit_core_test_CXXFLAGS = $(ductile_test_cxxflags)
 test_unit_core_test_LDFLAGS = $(ductile_test_ldflags)
 test_unit_core_test_LDADD = $(ductile_test_ldadd)
 
+# Under --enable-sanitizers the library does not define malloc and the C++
+# operators (the sanitizer's runtime does), so the programs and scripts that
+# test ductile as the program's allocator -- linked in, or preloaded -- are
+# not built; the layers' unit tests and the ductile_ entry points are.
+if !DUCTILE_SANITIZE
 # fork() while other threads use stdio and allocate. Built twice from one
 # source: linked with the allocator's objects (run here), and on its own
 # (fork_stdio_plain), which preload_test.sh runs under LD_PRELOAD.
@@ -106,6 +111,8 @@ test_integration_quiet_prog_SOURCES = test/integration/quiet_prog.c
 test_integration_quiet_prog_LDADD = libductile.la
 TESTS += test/integration/decay_test.sh
 EXTRA_DIST += test/integration/decay_test.sh
+
+endif !DUCTILE_SANITIZE
 AM_TESTS_ENVIRONMENT = builddir='$(abs_top_builddir)'; export builddir;
 
 # Every statement of the version agrees with configure.ac's.
@@ -114,10 +121,12 @@ EXTRA_DIST += test/integration/version_test.sh
 
 # The API layer: jemalloc's extended API, mallctl, stats and the C++
 # operators, with the allocator's objects linked into the test program.
-ductile_api_tests = \
-	test/unit/api_test \
-	test/unit/cxx_new_test \
-	test/unit/glibc_test
+ductile_api_tests = test/unit/api_test
+if !DUCTILE_SANITIZE
+# operator new and glibc's own interface (mallinfo2, malloc_info) are
+# ductile's only where ductile is the program's allocator.
+ductile_api_tests += test/unit/cxx_new_test test/unit/glibc_test
+endif !DUCTILE_SANITIZE
 check_PROGRAMS += $(ductile_api_tests)
 TESTS += $(ductile_api_tests)
 
@@ -147,6 +156,9 @@ test_unit_cxx_new_test_CXXFLAGS = $(ductile_test_cxxflags)
 test_unit_cxx_new_test_LDFLAGS = $(ductile_test_ldflags)
 test_unit_cxx_new_test_LDADD = $(ductile_test_ldadd)
 
+# The differential tests call jemalloc's standard names (mallocx...), which
+# a sanitizer build does not define.
+if !DUCTILE_SANITIZE
 # Differential tests: one source, built against the shipped libductile.so
 # and against Debian's libjemalloc; see the top of differential_test.cc.
 ductile_differential_tests = \
@@ -176,3 +188,5 @@ test_integration_differential_jemalloc_CPPFLAGS = \
 test_integration_differential_jemalloc_CXXFLAGS = $(ductile_test_cxxflags)
 test_integration_differential_jemalloc_LDFLAGS = $(ductile_test_ldflags)
 test_integration_differential_jemalloc_LDADD = $(JEMALLOC_LIBS) $(GTEST_LIBS)
+endif !DUCTILE_SANITIZE
+

@@ -14,7 +14,14 @@
 #define DUCTILE_EXPORT __attribute__((visibility("default")))
 // An exported standard name that is another name of ductile_<name>: the API
 // layer defines the ductile_ functions and aliases the standard names to them.
+// In a sanitizer build the standard names are not defined at all: the
+// sanitizer's runtime replaces malloc itself, and a second definition would
+// bypass it (or free its blocks as ours).
+#ifdef DUCTILE_SANITIZE
+#define DUCTILE_ALIAS(name)
+#else
 #define DUCTILE_ALIAS(name) __attribute__((alias("ductile_" #name), visibility("default")))
+#endif
 
 namespace ductile {
 
