@@ -190,3 +190,16 @@ test_integration_differential_jemalloc_LDFLAGS = $(ductile_test_ldflags)
 test_integration_differential_jemalloc_LDADD = $(JEMALLOC_LIBS) $(GTEST_LIBS)
 endif !DUCTILE_SANITIZE
 
+# Fault injection through the whole API: the runtime over the fake kernel,
+# the n-th memory system call failing, for every n (see fault_test.cc).
+check_PROGRAMS += test/unit/fault_test
+TESTS += test/unit/fault_test
+test_unit_fault_test_SOURCES = \
+	test/unit/fault_test.cc \
+	test/support/fake_kernel.h \
+	test/support/fake_kernel.cc \
+	test/support/patterns.h
+test_unit_fault_test_CPPFLAGS = $(ductile_test_cppflags)
+test_unit_fault_test_CXXFLAGS = $(ductile_test_cxxflags)
+test_unit_fault_test_LDFLAGS = $(ductile_test_ldflags)
+test_unit_fault_test_LDADD = $(ductile_test_ldadd)
