@@ -203,3 +203,40 @@ test_unit_fault_test_CPPFLAGS = $(ductile_test_cppflags)
 test_unit_fault_test_CXXFLAGS = $(ductile_test_cxxflags)
 test_unit_fault_test_LDFLAGS = $(ductile_test_ldflags)
 test_unit_fault_test_LDADD = $(ductile_test_ldadd)
+
+# The API fuzzer's driver on fixed seeds (test/fuzz/api_driver.h).
+check_PROGRAMS += test/unit/fuzz_test
+TESTS += test/unit/fuzz_test
+test_unit_fuzz_test_SOURCES = \
+	test/unit/fuzz_test.cc \
+	test/fuzz/api_driver.h \
+	test/fuzz/api_driver.cc
+test_unit_fuzz_test_CPPFLAGS = $(ductile_test_cppflags)
+test_unit_fuzz_test_CXXFLAGS = $(ductile_test_cxxflags)
+test_unit_fuzz_test_LDFLAGS = $(ductile_test_ldflags)
+test_unit_fuzz_test_LDADD = $(ductile_test_ldadd)
+
+# `make fuzz`: the same driver under libFuzzer, built with clang
+# (-fsanitize=fuzzer,address,undefined) from the library's sources, and run
+# for FUZZ_SECONDS; the corpus it grows stays in test/fuzz/corpus.
+# Opt-in: make check does not need clang.
+FUZZ_SECONDS = 60
+FUZZ_CXXFLAGS = -std=c++17 -O1 -g -fno-omit-frame-pointer \
+	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	-Wno-return-type-c-linkage -Wno-missing-exception-spec
+EXTRA_DIST += test/fuzz/api_fuzzer.cc
+CLEANFILES += test/fuzz/api_fuzzer
+.PHONY: fuzz
+test/fuzz/api_fuzzer: $(libductile_core_la_SOURCES) test/fuzz/api_driver.cc test/fuzz/api_driver.h \
+		test/fuzz/api_fuzzer.cc config.h
+	@test "x$(CLANGXX)" != xno || { echo "make fuzz: clang++ not found (apt-get install clang libfuzzer-14-dev)" >&2; exit 1; }
+	$(AM_V_GEN)$(MKDIR_P) test/fuzz && srcs= && \
+	for f in $(libductile_core_la_SOURCES) test/fuzz/api_driver.cc test/fuzz/api_fuzzer.cc; do \
+	  case $$f in *.cc) srcs="$$srcs $(srcdir)/$$f" ;; esac; \
+	done && \
+	$(CLANGXX) $(FUZZ_CXXFLAGS) -DDUCTILE_SANITIZE=1 -I$(top_srcdir)/src -I$(top_srcdir)/include \
+	  -I$(top_srcdir)/test -I$(top_builddir) -o $@ $$srcs -pthread
+fuzz: test/fuzz/api_fuzzer
+	$(MKDIR_P) test/fuzz/corpus
+	./test/fuzz/api_fuzzer -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -rss_limit_mb=4096 \
+	  -print_final_stats=1 test/fuzz/corpus
