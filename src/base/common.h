@@ -37,6 +37,13 @@ inline constexpr bool kStats = true;
 #else
 inline constexpr bool kStats = false;
 #endif
+// Built with --enable-sanitizers: parts of the address space are the
+// sanitizer's (its shadow), which the chunk layer's hints must avoid.
+#ifdef DUCTILE_SANITIZE
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
 
 // Writes a message to stderr with write(2) and aborts. Never allocates.
 [[noreturn]] void fatal(const char* msg) noexcept;
