@@ -156,8 +156,8 @@ test_unit_cxx_new_test_CXXFLAGS = $(ductile_test_cxxflags)
 test_unit_cxx_new_test_LDFLAGS = $(ductile_test_ldflags)
 test_unit_cxx_new_test_LDADD = $(ductile_test_ldadd)
 
-# The differential tests call jemalloc's standard names (mallocx...), which
-# a sanitizer build does not define.
+# The differential tests pair jemalloc's names with free() and the other
+# standard names, which are the sanitizer's in a sanitizer build.
 if !DUCTILE_SANITIZE
 # Differential tests: one source, built against the shipped libductile.so
 # and against Debian's libjemalloc; see the top of differential_test.cc.

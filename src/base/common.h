@@ -17,11 +17,15 @@
 // In a sanitizer build the standard names are not defined at all: the
 // sanitizer's runtime replaces malloc itself, and a second definition would
 // bypass it (or free its blocks as ours).
+#define DUCTILE_ALIAS_ALWAYS(name) __attribute__((alias("ductile_" #name), visibility("default")))
 #ifdef DUCTILE_SANITIZE
 #define DUCTILE_ALIAS(name)
 #else
-#define DUCTILE_ALIAS(name) __attribute__((alias("ductile_" #name), visibility("default")))
+#define DUCTILE_ALIAS(name) DUCTILE_ALIAS_ALWAYS(name)
 #endif
+// jemalloc's names (mallocx, mallctl...), which no sanitizer defines: in
+// every build.
+#define DUCTILE_JEMALLOC_ALIAS(name) DUCTILE_ALIAS_ALWAYS(name)
 
 namespace ductile {
 
