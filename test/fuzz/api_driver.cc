@@ -60,6 +60,22 @@ class Input {
     }
     return size_t{1} << (b % 23);
   }
+  // MALLOCX_* flags: zeroing, no thread cache, an alignment up to 32 MiB
+  // (with `impossible`, now and then one of 2^40 or more, which no address
+  // space holds). Sets *zero and *align to match.
+  int flags(bool impossible, bool* zero, size_t* align) {
+    uint8_t f = u8();
+    int flags = 0;
+    if (f & 1) flags |= MALLOCX_ZERO, *zero = true;
+    if (f & 2) flags |= MALLOCX_TCACHE_NONE;
+    if (f & 4) {
+      unsigned lg = (f >> 3) % 26;
+      if (impossible && f >= 0xf8) lg = 40 + f % 24;
+      flags |= MALLOCX_LG_ALIGN(lg);
+      *align = size_t{1} << lg;
+    }
+    return flags;
+  }
 
  private:
   const uint8_t* p_;
@@ -261,16 +277,7 @@ void Driver::allocate(Input& in) {
     case 6: what = "pvalloc"; align = 4096; p = ductile_pvalloc(size); break;
     case 7: case 8: case 9: {
       what = "mallocx";
-      int flags = 0;
-      uint8_t f = in.u8();
-      if (f & 1) flags |= MALLOCX_ZERO, zero = true;
-      if (f & 2) flags |= MALLOCX_TCACHE_NONE;
-      if (f & 4) {
-        unsigned lg = (f >> 3) % 26;
-        if (f >= 0xf8) lg = 40 + f % 24;  // an alignment no address space holds
-        flags |= MALLOCX_LG_ALIGN(lg);
-        align = size_t{1} << lg;
-      }
+      int flags = in.flags(true, &zero, &align);
       size_t n = ductile_nallocx(size, flags);
       p = size == 0 ? nullptr : ductile_mallocx(size, flags);  // size 0 is undefined for mallocx
       if (size == 0) return;
@@ -344,15 +351,7 @@ void Driver::resize(Input& in) {
     case 2: case 3: {
       what = "rallocx";
       if (size == 0) size = 1;
-      int flags = 0;
-      uint8_t f = in.u8();
-      if (f & 1) flags |= MALLOCX_ZERO, zero_tail = true;
-      if (f & 2) flags |= MALLOCX_TCACHE_NONE;
-      if (f & 4) {
-        unsigned lg = (f >> 3) % 23;
-        flags |= MALLOCX_LG_ALIGN(lg);
-        align = size_t{1} << lg;
-      }
+      int flags = in.flags(false, &zero_tail, &align);
       p = ductile_rallocx(b->p, size, flags);
       if (p != nullptr && ductile_malloc_usable_size(p) != ductile_nallocx(size, flags))
         fail("rallocx(%zu, %#x): usable %zu, nallocx %zu", size, flags, ductile_malloc_usable_size(p),
