@@ -112,23 +112,25 @@ test_integration_quiet_prog_LDADD = libductile.la
 TESTS += test/integration/decay_test.sh
 EXTRA_DIST += test/integration/decay_test.sh
 
+
+# Every statement of the version agrees with configure.ac's (one is the
+# statistics of a preloaded libductile.so).
+TESTS += test/integration/version_test.sh
+EXTRA_DIST += test/integration/version_test.sh
 endif !DUCTILE_SANITIZE
 AM_TESTS_ENVIRONMENT = builddir='$(abs_top_builddir)'; export builddir;
 
-# Every statement of the version agrees with configure.ac's.
-TESTS += test/integration/version_test.sh
-EXTRA_DIST += test/integration/version_test.sh
-
 # The API layer: jemalloc's extended API, mallctl, stats and the C++
 # operators, with the allocator's objects linked into the test program.
-ductile_api_tests = test/unit/api_test
+# They test ductile as the program's allocator too (operator new, glibc's
+# mallinfo2 and malloc_info, the standard names against glibc's answers),
+# so a sanitizer build leaves them out; the fuzzer's driver covers the
+# ductile_ entry points there.
 if !DUCTILE_SANITIZE
-# operator new and glibc's own interface (mallinfo2, malloc_info) are
-# ductile's only where ductile is the program's allocator.
-ductile_api_tests += test/unit/cxx_new_test test/unit/glibc_test
-endif !DUCTILE_SANITIZE
+ductile_api_tests = test/unit/api_test test/unit/cxx_new_test test/unit/glibc_test
 check_PROGRAMS += $(ductile_api_tests)
 TESTS += $(ductile_api_tests)
+endif !DUCTILE_SANITIZE
 
 test_unit_api_test_SOURCES = \
 	test/unit/api_test.cc \

@@ -1,5 +1,7 @@
 #include "fuzz/api_driver.h"
 
+#include "config.h"  // DUCTILE_SANITIZE
+
 #include <errno.h>
 #include <pthread.h>
 

@@ -64,7 +64,12 @@ namespace {
 using test::check;
 using test::fill;
 
-test::FakeKernel& kernel() { return *g_kernel; }
+// The runtime (and with it the kernel) is made by the first allocation --
+// before main where ductile is the program's allocator, here otherwise.
+test::FakeKernel& kernel() {
+  if (g_kernel == nullptr) (void)core::ensure_ready();
+  return *g_kernel;
+}
 
 // Fails the n-th memory system call from construction until stop().
 class Injection {
