@@ -71,6 +71,11 @@ test_unit_core_test_CXXFLAGS = $(ductile_test_cxxflags)
 test_unit_core_test_LDFLAGS = $(ductile_test_ldflags)
 test_unit_core_test_LDADD = $(ductile_test_ldadd)
 
+# Under --enable-sanitizers the library does not define malloc and the C++
+# operators (the sanitizer's runtime does), so the programs and scripts that
+# test ductile as the program's allocator -- linked in, or preloaded -- are
+# not built; the layers' unit tests and the ductile_ entry points are.
+if !DUCTILE_SANITIZE
 # fork() while other threads use stdio and allocate. Built twice from one
 # source: linked with the allocator's objects (run here), and on its own
 # (fork_stdio_plain), which preload_test.sh runs under LD_PRELOAD.
@@ -120,20 +125,26 @@ test_integration_commit_prog_SOURCES = test/integration/commit_prog.c
 test_integration_commit_prog_LDADD = libductile.la
 TESTS += test/integration/commit_test.sh
 EXTRA_DIST += test/integration/commit_test.sh
-AM_TESTS_ENVIRONMENT = builddir='$(abs_top_builddir)'; export builddir;
 
-# Every statement of the version agrees with configure.ac's.
+
+# Every statement of the version agrees with configure.ac's (one is the
+# statistics of a preloaded libductile.so).
 TESTS += test/integration/version_test.sh
 EXTRA_DIST += test/integration/version_test.sh
+endif !DUCTILE_SANITIZE
+AM_TESTS_ENVIRONMENT = builddir='$(abs_top_builddir)'; export builddir;
 
 # The API layer: jemalloc's extended API, mallctl, stats and the C++
 # operators, with the allocator's objects linked into the test program.
-ductile_api_tests = \
-	test/unit/api_test \
-	test/unit/cxx_new_test \
-	test/unit/glibc_test
+# They test ductile as the program's allocator too (operator new, glibc's
+# mallinfo2 and malloc_info, the standard names against glibc's answers),
+# so a sanitizer build leaves them out; the fuzzer's driver covers the
+# ductile_ entry points there.
+if !DUCTILE_SANITIZE
+ductile_api_tests = test/unit/api_test test/unit/cxx_new_test test/unit/glibc_test
 check_PROGRAMS += $(ductile_api_tests)
 TESTS += $(ductile_api_tests)
+endif !DUCTILE_SANITIZE
 
 test_unit_api_test_SOURCES = \
 	test/unit/api_test.cc \
@@ -161,6 +172,9 @@ test_unit_cxx_new_test_CXXFLAGS = $(ductile_test_cxxflags)
 test_unit_cxx_new_test_LDFLAGS = $(ductile_test_ldflags)
 test_unit_cxx_new_test_LDADD = $(ductile_test_ldadd)
 
+# The differential tests pair jemalloc's names with free() and the other
+# standard names, which are the sanitizer's in a sanitizer build.
+if !DUCTILE_SANITIZE
 # Differential tests: one source, built against the shipped libductile.so
 # and against Debian's libjemalloc; see the top of differential_test.cc.
 ductile_differential_tests = \
@@ -216,3 +230,55 @@ test_unit_hardening_test_CPPFLAGS = $(ductile_test_cppflags)
 test_unit_hardening_test_CXXFLAGS = $(ductile_test_cxxflags)
 test_unit_hardening_test_LDFLAGS = $(ductile_test_ldflags)
 test_unit_hardening_test_LDADD = $(ductile_test_ldadd)
+endif !DUCTILE_SANITIZE
+
+# Fault injection through the whole API: the runtime over the fake kernel,
+# the n-th memory system call failing, for every n (see fault_test.cc).
+check_PROGRAMS += test/unit/fault_test
+TESTS += test/unit/fault_test
+test_unit_fault_test_SOURCES = \
+	test/unit/fault_test.cc \
+	test/support/fake_kernel.h \
+	test/support/fake_kernel.cc \
+	test/support/patterns.h
+test_unit_fault_test_CPPFLAGS = $(ductile_test_cppflags)
+test_unit_fault_test_CXXFLAGS = $(ductile_test_cxxflags)
+test_unit_fault_test_LDFLAGS = $(ductile_test_ldflags)
+test_unit_fault_test_LDADD = $(ductile_test_ldadd)
+
+# The API fuzzer's driver on fixed seeds (test/fuzz/api_driver.h).
+check_PROGRAMS += test/unit/fuzz_test
+TESTS += test/unit/fuzz_test
+test_unit_fuzz_test_SOURCES = \
+	test/unit/fuzz_test.cc \
+	test/fuzz/api_driver.h \
+	test/fuzz/api_driver.cc
+test_unit_fuzz_test_CPPFLAGS = $(ductile_test_cppflags)
+test_unit_fuzz_test_CXXFLAGS = $(ductile_test_cxxflags)
+test_unit_fuzz_test_LDFLAGS = $(ductile_test_ldflags)
+test_unit_fuzz_test_LDADD = $(ductile_test_ldadd)
+
+# `make fuzz`: the same driver under libFuzzer, built with clang
+# (-fsanitize=fuzzer,address,undefined) from the library's sources, and run
+# for FUZZ_SECONDS; the corpus it grows stays in test/fuzz/corpus.
+# Opt-in: make check does not need clang.
+FUZZ_SECONDS = 60
+FUZZ_CXXFLAGS = -std=c++17 -O1 -g -fno-omit-frame-pointer \
+	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	-Wno-return-type-c-linkage -Wno-missing-exception-spec
+EXTRA_DIST += test/fuzz/api_fuzzer.cc
+CLEANFILES += test/fuzz/api_fuzzer
+.PHONY: fuzz
+test/fuzz/api_fuzzer: $(libductile_core_la_SOURCES) test/fuzz/api_driver.cc test/fuzz/api_driver.h \
+		test/fuzz/api_fuzzer.cc config.h
+	@test "x$(CLANGXX)" != xno || { echo "make fuzz: clang++ not found (apt-get install clang libfuzzer-14-dev)" >&2; exit 1; }
+	$(AM_V_GEN)$(MKDIR_P) test/fuzz && srcs= && \
+	for f in $(libductile_core_la_SOURCES) test/fuzz/api_driver.cc test/fuzz/api_fuzzer.cc; do \
+	  case $$f in *.cc) srcs="$$srcs $(srcdir)/$$f" ;; esac; \
+	done && \
+	$(CLANGXX) $(FUZZ_CXXFLAGS) -DDUCTILE_SANITIZE=1 -I$(top_srcdir)/src -I$(top_srcdir)/include \
+	  -I$(top_srcdir)/test -I$(top_builddir) -o $@ $$srcs -pthread
+fuzz: test/fuzz/api_fuzzer
+	$(MKDIR_P) test/fuzz/corpus
+	./test/fuzz/api_fuzzer -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -rss_limit_mb=4096 \
+	  -print_final_stats=1 test/fuzz/corpus

@@ -85,12 +85,12 @@ DUCTILE_EXPORT size_t ductile_nallocx(size_t size, int flags) noexcept {
 }
 
 
-void* mallocx(size_t, int) DUCTILE_ALIAS(mallocx);
-void* rallocx(void*, size_t, int) DUCTILE_ALIAS(rallocx);
-size_t xallocx(void*, size_t, size_t, int) DUCTILE_ALIAS(xallocx);
-size_t sallocx(const void*, int) DUCTILE_ALIAS(sallocx);
-void dallocx(void*, int) DUCTILE_ALIAS(dallocx);
-void sdallocx(void*, size_t, int) DUCTILE_ALIAS(sdallocx);
-size_t nallocx(size_t, int) DUCTILE_ALIAS(nallocx);
+void* mallocx(size_t, int) DUCTILE_JEMALLOC_ALIAS(mallocx);
+void* rallocx(void*, size_t, int) DUCTILE_JEMALLOC_ALIAS(rallocx);
+size_t xallocx(void*, size_t, size_t, int) DUCTILE_JEMALLOC_ALIAS(xallocx);
+size_t sallocx(const void*, int) DUCTILE_JEMALLOC_ALIAS(sallocx);
+void dallocx(void*, int) DUCTILE_JEMALLOC_ALIAS(dallocx);
+void sdallocx(void*, size_t, int) DUCTILE_JEMALLOC_ALIAS(sdallocx);
+size_t nallocx(size_t, int) DUCTILE_JEMALLOC_ALIAS(nallocx);
 
 }  // extern "C"

@@ -569,9 +569,9 @@ DUCTILE_EXPORT void ductile_malloc_stats_print(void (*write_cb)(void*, const cha
 }
 
 
-int mallctl(const char*, void*, size_t*, void*, size_t) DUCTILE_ALIAS(mallctl);
-int mallctlnametomib(const char*, size_t*, size_t*) DUCTILE_ALIAS(mallctlnametomib);
-int mallctlbymib(const size_t*, size_t, void*, size_t*, void*, size_t) DUCTILE_ALIAS(mallctlbymib);
-void malloc_stats_print(void (*)(void*, const char*), void*, const char*) DUCTILE_ALIAS(malloc_stats_print);
+int mallctl(const char*, void*, size_t*, void*, size_t) DUCTILE_JEMALLOC_ALIAS(mallctl);
+int mallctlnametomib(const char*, size_t*, size_t*) DUCTILE_JEMALLOC_ALIAS(mallctlnametomib);
+int mallctlbymib(const size_t*, size_t, void*, size_t*, void*, size_t) DUCTILE_JEMALLOC_ALIAS(mallctlbymib);
+void malloc_stats_print(void (*)(void*, const char*), void*, const char*) DUCTILE_JEMALLOC_ALIAS(malloc_stats_print);
 
 }  // extern "C"

@@ -27,6 +27,10 @@
 
 #include "core/runtime.h"
 
+// A sanitizer build leaves the operators to the sanitizer's runtime (see
+// DUCTILE_ALIAS in base/common.h).
+#ifndef DUCTILE_SANITIZE
+
 // The compiler's own references to the catching machinery, made weak at the
 // assembler (the compiler declares these itself, beyond #pragma weak's reach).
 asm(".weak __gxx_personality_v0");
@@ -188,3 +192,5 @@ DUCTILE_EXPORT void operator delete[](void* p, size_t size, std::align_val_t al)
   core::check_size(p, size, static_cast<size_t>(al));
   core::dealloc(p);
 }
+
+#endif  // DUCTILE_SANITIZE

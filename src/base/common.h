@@ -15,7 +15,18 @@
 #define DUCTILE_EXPORT __attribute__((visibility("default")))
 // An exported standard name that is another name of ductile_<name>: the API
 // layer defines the ductile_ functions and aliases the standard names to them.
-#define DUCTILE_ALIAS(name) __attribute__((alias("ductile_" #name), visibility("default")))
+// In a sanitizer build the standard names are not defined at all: the
+// sanitizer's runtime replaces malloc itself, and a second definition would
+// bypass it (or free its blocks as ours).
+#define DUCTILE_ALIAS_ALWAYS(name) __attribute__((alias("ductile_" #name), visibility("default")))
+#ifdef DUCTILE_SANITIZE
+#define DUCTILE_ALIAS(name)
+#else
+#define DUCTILE_ALIAS(name) DUCTILE_ALIAS_ALWAYS(name)
+#endif
+// jemalloc's names (mallocx, mallctl...), which no sanitizer defines: in
+// every build.
+#define DUCTILE_JEMALLOC_ALIAS(name) DUCTILE_ALIAS_ALWAYS(name)
 
 namespace ductile {
 
@@ -35,6 +46,13 @@ inline constexpr bool kHardened = false;
 inline constexpr bool kStats = true;
 #else
 inline constexpr bool kStats = false;
+#endif
+// Built with --enable-sanitizers: parts of the address space are the
+// sanitizer's (its shadow), which the chunk layer's hints must avoid.
+#ifdef DUCTILE_SANITIZE
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
 #endif
 
 // Puts errno back as it was when the scope ends. A call that succeeds must

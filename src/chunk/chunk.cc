@@ -23,12 +23,26 @@ constexpr int kHintTries = 4;
 // colliding at the same hint.
 std::atomic<uintptr_t> g_cursor{0};
 
+// Under a sanitizer the range above 2 TiB is its shadow (ASan's high shadow
+// starts at 2 TiB, TSan's below 2 TiB): there every hint was taken, and each
+// reservation cost four refused mmaps and an over-sized one. There the hints
+// start below the main thread's stack instead, which every sanitizer keeps
+// as application memory: 1.25 TiB below it is past the kernel's randomised
+// mmap base (at most 1 TiB below the stack on x86-64), and above the lowest
+// high application range of the sanitizers (TSan's starts 1.5 TiB below the
+// top of the address space).
+constexpr uintptr_t kSanitizedBelowStack = (uintptr_t{5} << 40) / 4;  // 1.25 TiB
+constexpr uintptr_t kSanitizedSpread = uintptr_t{64} << 30;            // 64 GiB
+
 uintptr_t random_hint() {
-  // AT_RANDOM: 16 random bytes the kernel gives every process; reading them
-  // costs neither a system call nor an allocation.
+  // AT_RANDOM: 16 random bytes the kernel gives every process, on the main
+  // thread's stack; reading them costs neither a system call nor an
+  // allocation.
   uint64_t r = 0;
-  if (auto* bytes = reinterpret_cast<const unsigned char*>(getauxval(AT_RANDOM)))
-    std::memcpy(&r, bytes + 8, sizeof r);
+  auto* bytes = reinterpret_cast<const unsigned char*>(getauxval(AT_RANDOM));
+  if (bytes) std::memcpy(&r, bytes + 8, sizeof r);
+  if (kSanitized && addr(bytes) > kSanitizedBelowStack + kSanitizedSpread)
+    return align_down(addr(bytes) - kSanitizedBelowStack - r % kSanitizedSpread, kHugePage);
   return kHintBase + align_down(r % kHintSpread, kHugePage);
 }
 

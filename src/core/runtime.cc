@@ -429,9 +429,11 @@ bool background_step() noexcept { return rt().decay.step().pending; }
 
 }  // namespace
 
+__attribute__((weak)) os::Kernel& runtime_kernel() noexcept { return os::linux_kernel(); }
+
 Runtime::Runtime(const Options& o) noexcept
     : opts(o),
-      os(os::linux_kernel()),
+      os(runtime_kernel()),
       chunks(os, clock,
              [&] {
                chunk::Options c;

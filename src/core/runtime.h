@@ -60,6 +60,12 @@ class Runtime {
   small::BinStats class_stats(size_t cls) const noexcept;
 };
 
+// The kernel under the runtime's OS layer, asked once while the runtime is
+// made: os::linux_kernel(). A weak definition, so that a test program can
+// define its own and put a fault-injecting kernel under the whole allocator
+// (test/unit/fault_test.cc); the shared library binds it internally.
+os::Kernel& runtime_kernel() noexcept;
+
 // Storage for the one Runtime; valid once `g_ready` is set. Its page map is
 // all zeroes before that, so a lookup then finds nothing.
 alignas(Runtime) extern unsigned char g_runtime[sizeof(Runtime)];

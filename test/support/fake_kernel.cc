@@ -19,6 +19,13 @@ void FakeKernel::fail(Sys sys, int err, int times, int skip) {
   failures_.push_back({sys, err, times, skip});
 }
 
+void FakeKernel::fail_nth(uint64_t n, int err) {
+  nth_err_.store(err, std::memory_order_relaxed);
+  nth_seen_.store(0, std::memory_order_relaxed);
+  nth_fired_.store(false, std::memory_order_relaxed);
+  nth_.store(n, std::memory_order_release);
+}
+
 void FakeKernel::clear_failures() {
   std::lock_guard<std::mutex> g(mu_);
   failures_.clear();
@@ -42,8 +49,17 @@ void FakeKernel::reset_calls() {
 }
 
 int FakeKernel::record(Sys sys, void* addr, size_t len, int arg) {
+  int nth_err = 0;
+  if (sys != Sys::kPidfdOpen) {
+    uint64_t seen = nth_seen_.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (seen == nth_.load(std::memory_order_acquire)) {
+      nth_fired_.store(true, std::memory_order_relaxed);
+      nth_err = nth_err_.load(std::memory_order_relaxed);
+    }
+  }
   std::lock_guard<std::mutex> g(mu_);
-  calls_.push_back({sys, addr, len, arg});
+  if (log_calls) calls_.push_back({sys, addr, len, arg});
+  if (nth_err) return nth_err;
   for (auto& f : failures_) {
     if (f.sys != sys || f.times == 0) continue;
     if (f.skip > 0) {
@@ -149,12 +165,13 @@ int FakeKernel::pidfd_open(pid_t pid) noexcept {
 int FakeKernel::close(int fd) noexcept { return ::close(fd); }
 
 ssize_t FakeKernel::read_small_file(const char* path, char* buf, size_t n) noexcept {
-  const std::string* src = nullptr;
-  if (std::strstr(path, "overcommit_memory")) src = &overcommit;
-  if (std::strstr(path, "transparent_hugepage/enabled")) src = &thp;
+  const char* src = nullptr;
+  if (std::strstr(path, "overcommit_memory")) src = overcommit;
+  if (std::strstr(path, "transparent_hugepage/enabled")) src = thp;
   if (src == nullptr || n == 0) return -1;
-  size_t len = src->size() < n - 1 ? src->size() : n - 1;
-  std::memcpy(buf, src->data(), len);
+  size_t size = std::strlen(src);
+  size_t len = size < n - 1 ? size : n - 1;
+  std::memcpy(buf, src, len);
   buf[len] = '\0';
   return static_cast<ssize_t>(len);
 }

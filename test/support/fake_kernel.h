@@ -5,10 +5,12 @@
 
 #include <sys/uio.h>
 
+#include <cerrno>
+
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
-#include <string>
 #include <vector>
 
 #include "os/kernel.h"
@@ -34,13 +36,28 @@ class FakeKernel final : public os::Kernel {
   size_t process_madvise_max_bytes = 0;  // >0: advise at most this many bytes per call (short returns)
   int madv_free_errno = 0;
   int populate_errno = 0;
-  std::string overcommit = "0\n";
-  std::string thp = "always [madvise] never\n";
+  const char* overcommit = "0\n";
+  const char* thp = "always [madvise] never\n";
   size_t as_limit = SIZE_MAX;  // what address_space_limit() reports (RLIMIT_AS)
 
   // Fails the next `times` calls of `sys` with `err` (after `skip` successful ones).
   void fail(Sys sys, int err, int times = 1, int skip = 0);
   void clear_failures();
+
+  // --- fault injection by position ---
+  // The n-th memory system call from now (1-based; mmap, munmap, mprotect,
+  // mremap, madvise, process_madvise) fails with `err`; 0 disarms. Lock-free
+  // and allocation-free, so it also works under the process's own allocator.
+  void fail_nth(uint64_t n, int err = ENOMEM);
+  // Memory system calls since the last fail_nth(), and whether the chosen one
+  // has been failed.
+  uint64_t memory_calls() const { return nth_seen_.load(std::memory_order_relaxed); }
+  bool fault_injected() const { return nth_fired_.load(std::memory_order_relaxed); }
+
+  // false: keep no record of the calls (count() and calls() see nothing):
+  // for a kernel under the process's own allocator, where the record's
+  // vector would allocate from inside the allocator.
+  bool log_calls = true;
 
   size_t count(Sys sys) const;
   std::vector<SysCall> calls() const;
@@ -67,6 +84,10 @@ class FakeKernel final : public os::Kernel {
   // Records the call; returns the errno to fail it with, or 0.
   int record(Sys sys, void* addr, size_t len, int arg);
 
+  std::atomic<uint64_t> nth_{0};
+  std::atomic<uint64_t> nth_seen_{0};
+  std::atomic<int> nth_err_{0};
+  std::atomic<bool> nth_fired_{false};
   mutable std::mutex mu_;
   std::vector<SysCall> calls_;
   std::vector<Failure> failures_;

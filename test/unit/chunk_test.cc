@@ -793,7 +793,12 @@ TEST_F(ChunkTest, FailedReservationIsCleanAndRetryable) {
 TEST_F(ChunkTest, OccupiedHintsAreSkipped) {
   chunk::Options o;
   o.reservation = 4 * kMiB;
-  o.first_hint = uintptr_t{3} << 40;
+  // A hint where the kernel itself places mappings: free address space in
+  // every build (a fixed one may be a sanitizer's shadow).
+  void* probe = ::mmap(nullptr, 64 * kMiB, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  ASSERT_NE(probe, MAP_FAILED);
+  ::munmap(probe, 64 * kMiB);
+  o.first_hint = align_up(addr(probe), kHugePage);
   void* squatter = ::mmap(ptr(o.first_hint), kPage, PROT_READ,
                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
   ASSERT_EQ(squatter, ptr(o.first_hint));
