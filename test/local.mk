@@ -147,6 +147,16 @@ test_unit_cxx_new_test_CXXFLAGS = $(ductile_test_cxxflags)
 test_unit_cxx_new_test_LDFLAGS = $(ductile_test_ldflags)
 test_unit_cxx_new_test_LDADD = $(ductile_test_ldadd)
 
+# Sampled heap profiling with profiling on (the program runs itself again
+# with DUCTILE_CONF set), linked with the allocator's objects.
+check_PROGRAMS += test/unit/prof_test
+TESTS += test/unit/prof_test
+test_unit_prof_test_SOURCES = test/unit/prof_test.cc test/support/patterns.h
+test_unit_prof_test_CPPFLAGS = $(ductile_test_cppflags)
+test_unit_prof_test_CXXFLAGS = $(ductile_test_cxxflags)
+test_unit_prof_test_LDFLAGS = $(ductile_test_ldflags)
+test_unit_prof_test_LDADD = $(ductile_test_ldadd)
+
 # Differential tests: one source, built against the shipped libductile.so
 # and against Debian's libjemalloc; see the top of differential_test.cc.
 ductile_differential_tests = \

@@ -30,6 +30,11 @@ inline constexpr bool kStats = true;
 #else
 inline constexpr bool kStats = false;
 #endif
+#ifdef DUCTILE_PROF
+inline constexpr bool kProf = true;
+#else
+inline constexpr bool kProf = false;
+#endif
 
 // Writes a message to stderr with write(2) and aborts. Never allocates.
 [[noreturn]] void fatal(const char* msg) noexcept;

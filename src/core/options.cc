@@ -74,6 +74,24 @@ bool set_bin_sets(Options& o, const char* v, size_t n) {
   return true;
 }
 
+bool set_prof(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.prof); }
+bool set_prof_active(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.prof_active); }
+bool set_prof_final(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.prof_final); }
+bool set_prof_leak(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.prof_leak); }
+bool set_lg_prof_sample(Options& o, const char* v, size_t n) {
+  uint64_t x;
+  // jemalloc's bound: the interval must fit in 64 bits.
+  if (!parse_u64(v, n, &x) || x > 62) return false;
+  o.lg_prof_sample = static_cast<size_t>(x);
+  return true;
+}
+bool set_prof_prefix(Options& o, const char* v, size_t n) {
+  if (n >= kMaxPrefix) return false;
+  std::memcpy(o.prof_prefix, v, n);
+  o.prof_prefix[n] = '\0';
+  return true;
+}
+
 struct Entry {
   const char* name;
   bool (*set)(Options&, const char*, size_t);
@@ -88,6 +106,12 @@ constexpr Entry kTable[] = {
     {"prefault", set_prefault},
     {"bin_sets", set_bin_sets},
     {"background_thread", set_background_thread},
+    {"prof", set_prof},
+    {"prof_active", set_prof_active},
+    {"lg_prof_sample", set_lg_prof_sample},
+    {"prof_prefix", set_prof_prefix},
+    {"prof_final", set_prof_final},
+    {"prof_leak", set_prof_leak},
 };
 
 void warn_entry(const char* what, const char* s, size_t n) {
@@ -170,6 +194,12 @@ bool option_to_string(const Options& o, const char* name, char* buf, size_t n) n
   else if (!std::strcmp(name, "prefault")) copy(o.prefault ? "true" : "false");
   else if (!std::strcmp(name, "bin_sets")) (void)format_u64(o.bin_sets, buf, n);
   else if (!std::strcmp(name, "background_thread")) copy(o.background_thread ? "true" : "false");
+  else if (!std::strcmp(name, "prof")) copy(o.prof ? "true" : "false");
+  else if (!std::strcmp(name, "prof_active")) copy(o.prof_active ? "true" : "false");
+  else if (!std::strcmp(name, "lg_prof_sample")) (void)format_u64(o.lg_prof_sample, buf, n);
+  else if (!std::strcmp(name, "prof_prefix")) copy(o.prof_prefix);
+  else if (!std::strcmp(name, "prof_final")) copy(o.prof_final ? "true" : "false");
+  else if (!std::strcmp(name, "prof_leak")) copy(o.prof_leak ? "true" : "false");
   else return false;
   return true;
 }

@@ -52,7 +52,11 @@ DUCTILE_ALWAYS_INLINE constexpr uint16_t free_tag(size_t cls) { return static_ca
 struct ThreadCache {
   CacheBin bins[kNumClasses];
   uint64_t allocated = 0;    // bytes handed out by this thread (class sizes)
+  // Sampled heap profiling (core/prof.h): the thread takes its next sample
+  // when `allocated` reaches prof_at (UINT64_MAX while profiling is off).
+  uint64_t prof_at = UINT64_MAX;
   uint64_t deallocated = 0;  // bytes freed by this thread
+  uint64_t prof_rng = 0;     // the sampling intervals' random state
   ThreadCache* next = nullptr;  // live list, or the free pool
   ThreadCache* prev = nullptr;
   uint32_t bin_set = 0;  // which set of bins (Runtime::bins) this thread fills from
@@ -67,6 +71,7 @@ struct ThreadCache {
       off += bins[c].limit;
     }
     allocated = deallocated = 0;
+    prof_at = UINT64_MAX;
   }
 };
 
