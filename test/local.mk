@@ -108,6 +108,15 @@ TESTS += test/integration/decay_test.sh
 EXTRA_DIST += test/integration/decay_test.sh
 AM_TESTS_ENVIRONMENT = builddir='$(abs_top_builddir)'; export builddir;
 
+# Heap profiles read by the real google-pprof: a program with known
+# allocation sites (built without the library: LD_PRELOAD picks it), the
+# final dump, prof.dump and bin/ductile --profile.
+check_PROGRAMS += test/integration/prof_prog
+test_integration_prof_prog_SOURCES = test/integration/prof_prog.c
+test_integration_prof_prog_CFLAGS = -O2
+TESTS += test/integration/prof_test.sh
+EXTRA_DIST += test/integration/prof_test.sh
+
 # Every statement of the version agrees with configure.ac's.
 TESTS += test/integration/version_test.sh
 EXTRA_DIST += test/integration/version_test.sh
