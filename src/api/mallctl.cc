@@ -375,7 +375,7 @@ int ctl_prof_active(Req& r, const size_t*, size_t) {
   bool old;
   if (written) {
     if (!core::prof::enabled()) return ENOENT;
-    old = core::prof_set_active(v);
+    old = core::prof::set_active(v);
   } else {
     old = core::prof::active();
   }

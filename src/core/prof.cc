@@ -353,7 +353,7 @@ void init(const Options& o) noexcept {
 bool enabled() noexcept { return g_enabled; }
 bool active() noexcept { return g_active.load(std::memory_order_acquire); }
 size_t lg_sample() noexcept { return g_lg.load(std::memory_order_relaxed); }
-uint64_t initial_at() noexcept { return active() ? 0 : UINT64_MAX; }
+uint64_t initial_at() noexcept { return g_enabled ? 0 : UINT64_MAX; }
 
 bool set_active(bool on) noexcept {
   if (!g_enabled) return false;
@@ -363,18 +363,17 @@ bool set_active(bool on) noexcept {
 bool due(const Clock& c, size_t bytes, bool count) noexcept {
   const uint64_t now = *c.allocated + bytes;
   if (count) *c.allocated = now;
-  uint64_t at = __atomic_load_n(c.at, __ATOMIC_RELAXED);
+  const uint64_t at = *c.at;
   if (DUCTILE_LIKELY(now < at) || t_busy) return false;
-  if (!active()) {
-    // Off: a thread cache's clock stops (prof.active's switch restarts
-    // it), a clock without a cache looks again after a mean interval. A
-    // restart that came in between wins.
-    const uint64_t off = !g_enabled || !count ? UINT64_MAX : now + rate();
-    (void)__atomic_compare_exchange_n(c.at, &at, off, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+  if (!g_enabled) {
+    *c.at = UINT64_MAX;  // for good: prof:true is only read at start-up
     return false;
   }
-  __atomic_store_n(c.at, now + draw_interval(c.rng, lg_sample()), __ATOMIC_RELAXED);
-  return at != 0;  // 0: the clock was (re)started, nothing is due yet
+  // The clock runs on while prof.active is false (a slow path per interval,
+  // only under prof:true), so that switching it on reaches every thread
+  // without writing to other threads' caches.
+  *c.at = now + draw_interval(c.rng, lg_sample());
+  return at != 0 && active();  // 0: the clock has just started
 }
 
 // ---- samples ------------------------------------------------------------

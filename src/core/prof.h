@@ -7,9 +7,10 @@
 // moved on by a random interval drawn from an exponential distribution of
 // mean 2^lg_prof_sample bytes: an allocation of s bytes is sampled with
 // probability 1 - exp(-s / 2^lg_prof_sample), which is what google-pprof
-// undoes when it reads the dump ("heap_v2/<rate>"). While profiling is off
+// undoes when it reads the dump ("heap_v2/<rate>"). Without prof:true
 // prof_at is UINT64_MAX, so the inline malloc pays one compare that never
-// branches.
+// branches; with it but prof.active false the clock runs on, and only the
+// slow path it leads to looks at prof.active.
 //
 // A sampled block is a block of its own: an extent (a page run for small
 // and medium sizes, the usual span for huge ones) whose first page carries
@@ -39,7 +40,8 @@ struct Sample;
 
 // The sampling clock of one thread: its byte count, the count at which it
 // takes its next sample (0: draw one at the next slow path; UINT64_MAX:
-// profiling is off) and its random state.
+// profiling is off for good) and its random state. Only its thread reads
+// or writes it.
 struct Clock {
   uint64_t* allocated;
   uint64_t* at;

@@ -126,9 +126,8 @@ ThreadCache* create_cache() {
     tc->next = g_live_caches;
     if (g_live_caches) g_live_caches->prev = tc;
     g_live_caches = tc;
-    // Under the lock prof_set_active takes to restart every live clock.
-    if (kProf) tc->prof_at = prof::initial_at();
   }
+  if (kProf) tc->prof_at = prof::initial_at();
   // Registers the destructor that gives the cache back at thread exit.
   pthread_setspecific(g_cache_key, tc);
   t_cache = tc;
@@ -734,19 +733,6 @@ small::ThreadCache* thread_cache() noexcept {
 void flush_thread_cache() noexcept {
   if (!g_ready.load(std::memory_order_acquire)) return;
   if (ThreadCache* tc = own_cache()) flush_all(tc, false);
-}
-
-bool prof_set_active(bool on) noexcept {
-  if (!ensure_ready()) return false;
-  const bool old = prof::set_active(on);
-  if (on && !old && prof::enabled()) {
-    // Every live thread's clock stopped when it last found profiling off:
-    // 0 sends its next malloc to the slow path, which draws an interval.
-    LockGuard g(g_caches_lock);
-    for (ThreadCache* tc = g_live_caches; tc != nullptr; tc = tc->next)
-      __atomic_store_n(&tc->prof_at, 0, __ATOMIC_RELAXED);
-  }
-  return old;
 }
 
 size_t trim() noexcept {

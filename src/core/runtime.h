@@ -128,9 +128,6 @@ bool ensure_ready() noexcept;
 // Blocks keep the range they were made in -- free and realloc go by the
 // extent's kind -- so only later requests are served differently.
 bool set_huge_threshold(size_t bytes) noexcept;
-// prof.active: starts or stops sampling (only where the prof option turned
-// profiling on at start-up); returns the old setting.
-bool prof_set_active(bool on) noexcept;
 
 // Every size below the huge threshold has a cache bin, and the threshold is
 // above small::kMaxTableSize, so table-classed sizes skip the threshold test.
@@ -144,8 +141,8 @@ DUCTILE_ALWAYS_INLINE void* alloc(size_t size) noexcept {
   if (DUCTILE_LIKELY(b.count != 0)) {
     if (kStats || kProf) {
       const uint64_t now = tc->allocated + small::class_size(cls);
-      // The sampling clock (core/prof.h): never taken while profiling is off.
-      if (kProf && DUCTILE_UNLIKELY(now >= __atomic_load_n(&tc->prof_at, __ATOMIC_RELAXED))) return alloc_slow(size);
+      // The sampling clock (core/prof.h): never taken without prof:true.
+      if (kProf && DUCTILE_UNLIKELY(now >= tc->prof_at)) return alloc_slow(size);
       tc->allocated = now;
     }
     return b.items[--b.count];

@@ -53,7 +53,7 @@ struct ThreadCache {
   CacheBin bins[kNumClasses];
   uint64_t allocated = 0;    // bytes handed out by this thread (class sizes)
   // Sampled heap profiling (core/prof.h): the thread takes its next sample
-  // when `allocated` reaches prof_at (UINT64_MAX while profiling is off).
+  // when `allocated` reaches prof_at (UINT64_MAX without prof:true).
   uint64_t prof_at = UINT64_MAX;
   uint64_t deallocated = 0;  // bytes freed by this thread
   uint64_t prof_rng = 0;     // the sampling intervals' random state
