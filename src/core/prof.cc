@@ -1,5 +1,6 @@
 #include "core/prof.h"
 
+#include <dlfcn.h>
 #include <execinfo.h>
 #include <fcntl.h>
 #include <link.h>
@@ -83,11 +84,32 @@ void learn_text() {
 
 bool in_text(void* pc) { return addr(pc) >= g_text_lo && addr(pc) < g_text_hi; }
 
+// Debian's libunwind, when installed: its unw_backtrace keeps a per-thread
+// cache of frame layouts and took 1 543 instructions for a stack of 14
+// frames where the C library's backtrace() (libgcc's unwinder, which reads
+// the DWARF unwind tables at every frame) took 22 409 (callgrind). Loaded
+// on the first sample, never linked: programs that do not profile do not
+// load it, and without it backtrace() serves.
+using UnwBacktrace = int (*)(void**, int);
+std::atomic<UnwBacktrace> g_unw{nullptr};
+std::atomic<bool> g_unw_tried{false};
+
+void learn_unwinder() {
+  if (g_unw_tried.load(std::memory_order_acquire)) return;
+  if (void* h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL))
+    g_unw.store(reinterpret_cast<UnwBacktrace>(dlsym(h, "unw_backtrace")), std::memory_order_release);
+  g_unw_tried.store(true, std::memory_order_release);
+}
+
 // The calling thread's stack, ductile's own frames left off its top.
 size_t capture(void** out) {
   learn_text();
+  learn_unwinder();
   void* raw[kMaxFrames + 16];
-  int n = backtrace(raw, static_cast<int>(sizeof raw / sizeof raw[0]));
+  const int want = static_cast<int>(sizeof raw / sizeof raw[0]);
+  const UnwBacktrace unw = g_unw.load(std::memory_order_acquire);
+  int n = unw != nullptr ? unw(raw, want) : backtrace(raw, want);
+  if (n < 0) n = 0;
   size_t first = 0;
   while (first < static_cast<size_t>(n) && in_text(raw[first])) first++;
   // Linked into the program itself (the unit tests), everything up to
