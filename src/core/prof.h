@@ -17,10 +17,11 @@
 // no page-map tag, so its free leaves the inline path and finds the sample
 // through Extent::sample. No other free pays for sampling.
 //
-// The stack is taken with the C library's backtrace() (the compiler's
-// unwind tables; the programs Debian builds have no frame pointers) before
-// any lock of ours is taken, with a per-thread guard so that the unwinder's
-// own first-use allocations are served unsampled.
+// The stack is taken from the unwind tables (the programs Debian builds
+// have no frame pointers), with libunwind's unw_backtrace where it is
+// installed, else the C library's backtrace(), before any lock of ours is
+// taken, with a per-thread guard so that the unwinder's own allocations
+// (its first use loads a library) are served unsampled.
 #pragma once
 
 #include <cstddef>
