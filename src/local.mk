@@ -41,6 +41,8 @@ libductile_core_la_SOURCES = \
 	src/core/background.cc \
 	src/core/options.h \
 	src/core/options.cc \
+	src/core/prof.h \
+	src/core/prof.cc \
 	src/core/runtime.h \
 	src/core/runtime.cc \
 	src/core/stdio_fork.h \

@@ -127,8 +127,16 @@ TESTS += test/integration/commit_test.sh
 EXTRA_DIST += test/integration/commit_test.sh
 
 
-# Every statement of the version agrees with configure.ac's (one is the
-# statistics of a preloaded libductile.so).
+# Heap profiles read by the real google-pprof: a program with known
+# allocation sites (built without the library: LD_PRELOAD picks it), the
+# final dump, prof.dump and bin/ductile --profile.
+check_PROGRAMS += test/integration/prof_prog
+test_integration_prof_prog_SOURCES = test/integration/prof_prog.c
+test_integration_prof_prog_CFLAGS = -O2
+TESTS += test/integration/prof_test.sh
+EXTRA_DIST += test/integration/prof_test.sh
+
+# Every statement of the version agrees with configure.ac's.
 TESTS += test/integration/version_test.sh
 EXTRA_DIST += test/integration/version_test.sh
 endif !DUCTILE_SANITIZE
@@ -175,6 +183,16 @@ test_unit_cxx_new_test_LDADD = $(ductile_test_ldadd)
 # The differential tests pair jemalloc's names with free() and the other
 # standard names, which are the sanitizer's in a sanitizer build.
 if !DUCTILE_SANITIZE
+# Sampled heap profiling with profiling on (the program runs itself again
+# with DUCTILE_CONF set), linked with the allocator's objects.
+check_PROGRAMS += test/unit/prof_test
+TESTS += test/unit/prof_test
+test_unit_prof_test_SOURCES = test/unit/prof_test.cc test/support/patterns.h
+test_unit_prof_test_CPPFLAGS = $(ductile_test_cppflags)
+test_unit_prof_test_CXXFLAGS = $(ductile_test_cxxflags)
+test_unit_prof_test_LDFLAGS = $(ductile_test_ldflags)
+test_unit_prof_test_LDADD = $(ductile_test_ldadd)
+
 # Differential tests: one source, built against the shipped libductile.so
 # and against Debian's libjemalloc; see the top of differential_test.cc.
 ductile_differential_tests = \

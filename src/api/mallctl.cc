@@ -18,6 +18,7 @@
 
 #include "base/lock.h"
 #include "core/options.h"
+#include "core/prof.h"
 #include "core/runtime.h"
 #include "core/stats.h"
 #include "ductile/ductile.h"
@@ -354,9 +355,67 @@ int ctl_background_thread(Req& r, const size_t*, size_t) {
   return read_only(r, core::rt().background.enabled());
 }
 
+// Sampled heap profiling (core/prof.h), as jemalloc(3) describes it.
+int ctl_opt_prof(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.prof); }
+int ctl_opt_prof_active(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.prof_active); }
+int ctl_opt_lg_prof_sample(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.lg_prof_sample); }
+int ctl_opt_prof_prefix(Req& r, const size_t*, size_t) {
+  const char* v = core::rt().opts.prof_prefix;
+  return read_only(r, v);
+}
+int ctl_opt_prof_final(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.prof_final); }
+int ctl_opt_prof_leak(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.prof_leak); }
+
+// jemalloc's rule: writing it needs opt.prof (ENOENT otherwise); it reads
+// false without.
+int ctl_prof_active(Req& r, const size_t*, size_t) {
+  if (!kProf) return ENOENT;
+  bool v;
+  bool written;
+  if (int e = take_write(r, &v, &written)) return e;
+  bool old;
+  if (written) {
+    if (!core::prof::enabled()) return ENOENT;
+    old = core::prof::set_active(v);
+  } else {
+    old = core::prof::active();
+  }
+  return read_value(r, old);
+}
+
+// Write-only: a const char * file name, or NULL for
+// <prefix>.<pid>.<seq>.m<mseq>.heap. EFAULT when it cannot be written;
+// ENOENT without opt.prof (jemalloc's answers).
+int ctl_prof_dump(Req& r, const size_t*, size_t) {
+  if (!kProf || !core::prof::enabled()) return ENOENT;
+  if (r.oldp != nullptr || r.oldlenp != nullptr) return EPERM;
+  const char* name = nullptr;
+  bool written;
+  if (int e = take_write(r, &name, &written)) return e;
+  return core::prof::dump(name);
+}
+
+// Write-only, with an optional new lg_sample (at most 63).
+int ctl_prof_reset(Req& r, const size_t*, size_t) {
+  if (!kProf || !core::prof::enabled()) return ENOENT;
+  if (r.oldp != nullptr || r.oldlenp != nullptr) return EPERM;
+  size_t lg = core::prof::lg_sample();
+  bool written;
+  if (int e = take_write(r, &lg, &written)) return e;
+  core::prof::reset(lg > 63 ? 63 : lg);
+  return 0;
+}
+
+// 0 without opt.prof: jemalloc sets it when profiling starts.
+int ctl_prof_lg_sample(Req& r, const size_t*, size_t) {
+  if (!kProf) return ENOENT;
+  return read_only(r, core::prof::enabled() ? core::prof::lg_sample() : size_t{0});
+}
+
 int ctl_config_debug(Req& r, const size_t*, size_t) { return read_only(r, kDebug); }
 int ctl_config_hardened(Req& r, const size_t*, size_t) { return read_only(r, kHardened); }
 int ctl_config_stats(Req& r, const size_t*, size_t) { return read_only(r, kStats); }
+int ctl_config_prof(Req& r, const size_t*, size_t) { return read_only(r, kProf); }
 
 // ---- the tree ----------------------------------------------------------
 #define LEAF(n, f) Node{n, f, nullptr, 0, nullptr, nullptr}
@@ -403,11 +462,23 @@ constexpr Node kOpt[] = {
     LEAF("prefault", ctl_opt_prefault),             // bool
     LEAF("bin_sets", ctl_opt_bin_sets),             // size_t (0: one per CPU)
     LEAF("background_thread", ctl_opt_background_thread), // bool
+    LEAF("prof", ctl_opt_prof),                     // bool
+    LEAF("prof_active", ctl_opt_prof_active),       // bool
+    LEAF("lg_prof_sample", ctl_opt_lg_prof_sample), // size_t
+    LEAF("prof_prefix", ctl_opt_prof_prefix),       // const char *
+    LEAF("prof_final", ctl_opt_prof_final),         // bool
+    LEAF("prof_leak", ctl_opt_prof_leak),           // bool
     LEAF("dirty_decay_ms", ctl_opt_dirty_decay_ms), // ssize_t, jemalloc's
     LEAF("narenas", ctl_opt_narenas),               // unsigned, jemalloc's
 };
-constexpr Node kConfig[] = {LEAF("debug", ctl_config_debug), LEAF("hardened", ctl_config_hardened),
-                            LEAF("stats", ctl_config_stats)};
+constexpr Node kConfig[] = {
+    LEAF("debug", ctl_config_debug), LEAF("hardened", ctl_config_hardened), LEAF("stats", ctl_config_stats), LEAF("prof", ctl_config_prof)};
+constexpr Node kProfKids[] = {
+    LEAF("active", ctl_prof_active),
+    LEAF("dump", ctl_prof_dump),
+    LEAF("reset", ctl_prof_reset),
+    LEAF("lg_sample", ctl_prof_lg_sample),
+};
 constexpr Node kGrowth[] = {
     LEAF("headroom", ctl_growth<0>), LEAF("neighbour", ctl_growth<1>), LEAF("fixed_map", ctl_growth<2>),
     LEAF("mremap", ctl_growth<3>),   LEAF("copy", ctl_growth<4>),
@@ -464,6 +535,7 @@ constexpr Node kRootKids[] = {
     INNER("arenas", kArenas),
     INNER("opt", kOpt),
     INNER("config", kConfig),
+    INNER("prof", kProfKids),
     INNER("ductile", kDuctile),
 };
 constexpr Node kRoot = INNER("", kRootKids);

@@ -71,6 +71,12 @@ class KeepErrno {
   int saved_;
 };
 
+#ifdef DUCTILE_PROF
+inline constexpr bool kProf = true;
+#else
+inline constexpr bool kProf = false;
+#endif
+
 // Writes a message to stderr with write(2) and aborts. Never allocates.
 [[noreturn]] void fatal(const char* msg) noexcept;
 // A fault of the program's, found in a call it made (a double free, a

@@ -167,6 +167,7 @@ void ChunkLayer::insert_free(Extent* e, ExtentState state) noexcept {
   e->owner = nullptr;
   e->kind = ExtentKind::kNone;
   e->usable = 0;
+  e->sample = nullptr;
   (void)page_map_.set_boundaries(e);  // nodes exist since the range was reserved
   set.insert(e);
 }

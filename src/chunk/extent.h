@@ -58,6 +58,8 @@ struct Extent {
   uint16_t size_class = 0;
   void* owner = nullptr;
   size_t usable = 0;
+  // A sampled block's sample (core/prof.h); nullptr for every other.
+  void* sample = nullptr;
 
   uintptr_t end() const { return base + size; }
   bool is_free() const { return state != ExtentState::kActive; }

@@ -36,6 +36,14 @@ bool parse_u64(const char* s, size_t n, uint64_t* out) {
   return true;
 }
 
+// A whole number no larger than `most`.
+bool parse_at_most(const char* s, size_t n, uint64_t most, size_t* out) {
+  uint64_t v;
+  if (!parse_u64(s, n, &v) || v > most) return false;
+  *out = static_cast<size_t>(v);
+  return true;
+}
+
 bool parse_bool(const char* s, size_t n, bool* out) {
   if ((n == 4 && !std::strncmp(s, "true", 4)) || (n == 1 && s[0] == '1')) return *out = true, true;
   if ((n == 5 && !std::strncmp(s, "false", 5)) || (n == 1 && s[0] == '0')) return *out = false, true;
@@ -68,10 +76,18 @@ bool set_hardened(Options& o, const char* v, size_t n) { return parse_bool(v, n,
 bool set_stats_print(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.stats_print); }
 bool set_prefault(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.prefault); }
 bool set_background_thread(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.background_thread); }
-bool set_bin_sets(Options& o, const char* v, size_t n) {
-  uint64_t x;
-  if (!parse_u64(v, n, &x) || x > kMaxBinSetsOption) return false;
-  o.bin_sets = static_cast<size_t>(x);
+bool set_bin_sets(Options& o, const char* v, size_t n) { return parse_at_most(v, n, kMaxBinSetsOption, &o.bin_sets); }
+
+bool set_prof(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.prof); }
+bool set_prof_active(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.prof_active); }
+bool set_prof_final(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.prof_final); }
+bool set_prof_leak(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.prof_leak); }
+// jemalloc's bound: the mean interval must fit in 64 bits.
+bool set_lg_prof_sample(Options& o, const char* v, size_t n) { return parse_at_most(v, n, 63, &o.lg_prof_sample); }
+bool set_prof_prefix(Options& o, const char* v, size_t n) {
+  if (n >= kMaxPrefix) return false;
+  std::memcpy(o.prof_prefix, v, n);
+  o.prof_prefix[n] = '\0';
   return true;
 }
 
@@ -90,6 +106,12 @@ constexpr Entry kTable[] = {
     {"prefault", set_prefault},
     {"bin_sets", set_bin_sets},
     {"background_thread", set_background_thread},
+    {"prof", set_prof},
+    {"prof_active", set_prof_active},
+    {"lg_prof_sample", set_lg_prof_sample},
+    {"prof_prefix", set_prof_prefix},
+    {"prof_final", set_prof_final},
+    {"prof_leak", set_prof_leak},
 };
 
 void warn_entry(const char* what, const char* s, size_t n) {
@@ -173,6 +195,12 @@ bool option_to_string(const Options& o, const char* name, char* buf, size_t n) n
   else if (!std::strcmp(name, "prefault")) copy(o.prefault ? "true" : "false");
   else if (!std::strcmp(name, "bin_sets")) (void)format_u64(o.bin_sets, buf, n);
   else if (!std::strcmp(name, "background_thread")) copy(o.background_thread ? "true" : "false");
+  else if (!std::strcmp(name, "prof")) copy(o.prof ? "true" : "false");
+  else if (!std::strcmp(name, "prof_active")) copy(o.prof_active ? "true" : "false");
+  else if (!std::strcmp(name, "lg_prof_sample")) (void)format_u64(o.lg_prof_sample, buf, n);
+  else if (!std::strcmp(name, "prof_prefix")) copy(o.prof_prefix);
+  else if (!std::strcmp(name, "prof_final")) copy(o.prof_final ? "true" : "false");
+  else if (!std::strcmp(name, "prof_leak")) copy(o.prof_leak ? "true" : "false");
   else return false;
   return true;
 }

@@ -13,6 +13,8 @@ namespace ductile::core {
 
 // The most sets of bins (core::Runtime::kMaxBinSets).
 inline constexpr size_t kMaxBinSetsOption = 8;
+// The longest prof_prefix, with its terminating NUL.
+inline constexpr size_t kMaxPrefix = 256;
 
 struct Options {
   uint64_t decay_ms = 10000;           // chunk::Options::decay_ns
@@ -24,6 +26,13 @@ struct Options {
   size_t bin_sets = 1;                 // sets of bins (Runtime::bins), at most 8; 0: one per CPU
   bool background_thread = true;       // finish decay for a quiet program (core::BackgroundThread)
   bool hardened = kHardened;           // validate every free (--enable-hardened: always)
+  // Sampled heap profiling (core/prof.h), jemalloc's options.
+  bool prof = false;                   // built up at start-up, or never
+  bool prof_active = true;             // sampling from the start (prof.active switches it)
+  size_t lg_prof_sample = 19;          // mean bytes between samples: 2^19, jemalloc's 512 KiB
+  char prof_prefix[kMaxPrefix] = "jeprof";  // dump files' names; empty: no automatic dumps
+  bool prof_final = false;             // dump at exit: <prefix>.<pid>.<seq>.f.heap
+  bool prof_leak = false;              // with prof_final: print a leak summary at exit
 };
 
 // Parses "key:value,key:value" into `opts`. Returns the number of entries

@@ -10,6 +10,7 @@
 #include <new>
 
 #include "base/fork_gate.h"
+#include "core/prof.h"
 #include "core/stats.h"
 #include "core/stdio_fork.h"
 #include "os/kernel.h"
@@ -101,15 +102,18 @@ DUCTILE_ALWAYS_INLINE void wake_background_if_rung() {
 }
 
 // ---- medium blocks -----------------------------------------------------
-void* medium_from_chunks(size_t cls, size_t align, bool zero) {
+// A page run of its own for a block of class cls. `tagged` false leaves its
+// first page without the page-map tag, so that its free takes the slow path
+// (a sampled block, which may be of a small class too).
+void* medium_from_chunks(size_t cls, size_t align, bool zero, bool tagged = true) {
   size_t size = small::class_size(cls);
-  chunk::Allocation a = rt().chunks.alloc(size, align < kPage ? kPage : align);
+  chunk::Allocation a = rt().chunks.alloc(align_up(size, kPage), align < kPage ? kPage : align);
   if (a.extent == nullptr) return nullptr;
   Extent* e = a.extent;
   e->kind = ExtentKind::kMedium;
   e->size_class = static_cast<uint16_t>(cls);
   e->usable = size;
-  rt().chunks.tag_first_page(e, small::free_tag(cls));
+  if (tagged) rt().chunks.tag_first_page(e, small::free_tag(cls));
   if (zero && !a.zeroed) std::memset(ptr(e->base), 0, size);
   else if (kHardened && !a.zeroed) *reinterpret_cast<uintptr_t*>(e->base) = 0;  // a freed mark left there
   return ptr(e->base);
@@ -143,6 +147,7 @@ ThreadCache* create_cache() {
     if (g_live_caches) g_live_caches->prev = tc;
     g_live_caches = tc;
   }
+  if (kProf) tc->prof_at = prof::initial_at();
   // Registers the destructor that gives the cache back at thread exit.
   pthread_setspecific(g_cache_key, tc);
   t_cache = tc;
@@ -242,7 +247,7 @@ size_t class_for(size_t size, size_t align) {
 // in-place resizes (counted as jemalloc does: the new size allocated, the
 // old one deallocated).
 void count_bytes(size_t allocated, size_t deallocated) {
-  if (!kStats) return;
+  if (!kStats && !kProf) return;  // the sampling clock runs on `allocated`
   if (ThreadCache* tc = own_cache()) {
     tc->allocated += allocated;
     tc->deallocated += deallocated;
@@ -293,7 +298,7 @@ void* alloc_class(size_t cls, bool zero, bool cached) {
       decay_from_calls();
     }
     if (b.count != 0) {
-      if (kStats) tc->allocated += small::class_size(cls);
+      if (kStats || kProf) tc->allocated += small::class_size(cls);
       void* p = b.items[--b.count];
       if (zero) std::memset(p, 0, small::class_size(cls));
       else if (kHardened) *static_cast<uintptr_t*>(p) = 0;  // the freed mark
@@ -315,6 +320,38 @@ void* alloc_class(size_t cls, bool zero, bool cached) {
   return p;
 }
 
+// ---- sampled blocks (core/prof.h) --------------------------------------
+// The sampling clock of a thread without a cache (tcache:false, exiting).
+__thread uint64_t t_prof_allocated __attribute__((tls_model("initial-exec"))) = 0;
+__thread uint64_t t_prof_at __attribute__((tls_model("initial-exec"))) = 0;
+__thread uint64_t t_prof_rng __attribute__((tls_model("initial-exec"))) = 0;
+
+// Whether this allocation of `usable` bytes is to be sampled. The clock of
+// a thread cache counts its bytes where the block is handed out.
+bool sample_due(size_t usable) {
+  if (ThreadCache* tc = own_cache()) return prof::due({&tc->allocated, &tc->prof_at, &tc->prof_rng}, usable, false);
+  return prof::due({&t_prof_allocated, &t_prof_at, &t_prof_rng}, usable, true);
+}
+
+prof::Sample* sample_of(const Extent* e) { return static_cast<prof::Sample*>(e->sample); }
+
+// A sampled block: of its own (a page run below the huge threshold, with no
+// page-map tag), its extent holding the sample. nullptr when no sample
+// could be taken or no block had: the caller serves the request as usual.
+void* alloc_sampled(size_t size, size_t align, bool zero, bool growing, const Placement& at) {
+  prof::Sample* s = prof::record(at.usable);
+  if (s == nullptr) return nullptr;
+  void* p = at.kind == Placement::kHuge ? rt().huge.alloc(size, align, zero, growing)
+                                        : medium_from_chunks(at.cls, align, zero, false);
+  if (p == nullptr) {
+    prof::release(s);
+    return nullptr;
+  }
+  rt().chunks.lookup(p)->sample = s;
+  count_bytes(at.usable, 0);
+  return p;
+}
+
 // `growing`: the block replaces a smaller one (realloc): a huge one is
 // densely used, and goes to huge-page space.
 void* alloc_impl(size_t size, size_t align, bool zero, bool cached = true, bool growing = false) {
@@ -328,6 +365,11 @@ void* alloc_impl(size_t size, size_t align, bool zero, bool cached = true, bool 
   }
   void* p;
   const Placement at = place(size, align);
+  if (kProf && DUCTILE_UNLIKELY(sample_due(at.usable)) &&
+      (p = alloc_sampled(size, align, zero, growing, at)) != nullptr) {
+    wake_background_if_rung();
+    return p;
+  }
   if (at.kind == Placement::kHuge) {
     p = rt().huge.alloc(size, align, zero, growing);
     if (p) count_bytes(at.usable, 0);
@@ -340,6 +382,17 @@ void* alloc_impl(size_t size, size_t align, bool zero, bool cached = true, bool 
   if (DUCTILE_UNLIKELY(p == nullptr)) errno = ENOMEM;
   wake_background_if_rung();
   return p;
+}
+
+// The sample goes with the block; the block goes straight back (a small
+// class's page run has no cache bin to go to).
+void dealloc_sampled(void* p, Extent* e) {
+  if (DUCTILE_UNLIKELY(addr(p) != e->base)) return;  // not a block start: not ours to free
+  prof::release(sample_of(e));
+  e->sample = nullptr;
+  count_bytes(0, e->usable);
+  if (e->kind == ExtentKind::kHuge) rt().huge.free(e);
+  else rt().chunks.free(e);
 }
 
 // The cache a free goes to. A thread's first free, made before it has a
@@ -381,6 +434,7 @@ void cache_push(void* p, Extent* e, bool cached) {
 }
 
 void dealloc_extent(void* p, Extent* e, bool cached = true) {
+  if (kProf && DUCTILE_UNLIKELY(e->sample != nullptr)) return dealloc_sampled(p, e);
   switch (e->kind) {
     case ExtentKind::kSlab:
       cache_push(p, e, cached);
@@ -430,6 +484,9 @@ bool background_step() noexcept { return rt().decay.step().pending; }
 }  // namespace
 
 __attribute__((weak)) os::Kernel& runtime_kernel() noexcept { return os::linux_kernel(); }
+namespace {
+void prof_at_exit() { prof::at_exit(); }
+}  // namespace
 
 Runtime::Runtime(const Options& o) noexcept
     : opts(o),
@@ -448,6 +505,7 @@ Runtime::Runtime(const Options& o) noexcept
              h.thp = o.thp;
              return h;
            }()) {
+  prof::init(o);
   prefault.init(&os, o.prefault);
   // decay_ms:0 purges on free: nothing is left for a background thread.
   background.init(o.background_thread && o.decay_ms != 0, o.decay_ms * 1000000u, &background_step,
@@ -508,6 +566,7 @@ bool ensure_ready() noexcept {
     pthread_key_create(&g_cache_key, thread_exit);
     pthread_atfork(prefork, postfork_parent, postfork_child);
     if (o.stats_print) print_stats_at_exit_on();
+    if (kProf && o.prof && o.prof_final) atexit(prof_at_exit);
     g_huge_threshold = rt().huge.options().threshold;
     g_ready.store(true, std::memory_order_release);
   }
@@ -633,7 +692,10 @@ size_t resize_in_place(void* p, size_t size, bool zero) noexcept {
   size_t old = usable_of(e);
   if (e->kind == ExtentKind::kHuge && size >= huge_threshold()) {
     size_t now = rt().huge.resize_in_place(e, size, zero);
-    if (now != old) count_bytes(now, old);
+    if (now != old) {
+      count_bytes(now, old);
+      if (kProf && e->sample != nullptr) prof::resize(sample_of(e), now);
+    }
     return now;
   }
   if (e->kind == ExtentKind::kMedium && size < huge_threshold() && size > small::kMaxSmall) {
@@ -648,7 +710,8 @@ size_t resize_in_place(void* p, size_t size, bool zero) noexcept {
     }
     e->size_class = static_cast<uint16_t>(cls);
     e->usable = want;
-    rt().chunks.tag_first_page(e, small::free_tag(cls));  // grow and shrink cleared it
+    if (kProf && e->sample != nullptr) prof::resize(sample_of(e), want);  // and stays untagged
+    else rt().chunks.tag_first_page(e, small::free_tag(cls));  // grow and shrink cleared it
     count_bytes(want, old);
     return want;
   }
@@ -698,9 +761,17 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
     }
     old = usable_of(e);
     if (e->kind == ExtentKind::kHuge && size >= huge_threshold()) {
+      // A sampled block's sample follows it, moved or not, with its new size.
+      prof::Sample* s = kProf ? sample_of(e) : nullptr;
+      e->sample = nullptr;
       void* q = rt().huge.resize(e, size, align < kPage ? kPage : align, zero);
       if (q == nullptr) errno = ENOMEM;
       else count_bytes(huge::HugeLayer::size_for(size), old);
+      if (s != nullptr) {
+        Extent* now = rt().chunks.lookup(q != nullptr ? q : p);
+        now->sample = s;
+        if (q != nullptr) prof::resize(s, now->usable);
+      }
       return q;
     }
     bool aligned = align <= small::kMinAlign || is_aligned(addr(p), align);
@@ -778,6 +849,7 @@ void prefork() noexcept {
   stdio_fork::prepare();
   g_init_lock.lock();
   g_caches_lock.lock();
+  prof::prefork();
   rt().for_each_bin([](small::Bin& b) { b.prefork(); });
   rt().arena.prefork();
   rt().prefault.prefork();
@@ -795,6 +867,7 @@ void postfork_parent() noexcept {
   rt().prefault.postfork_parent();
   rt().arena.postfork_parent();
   rt().for_each_bin([](small::Bin& b) { b.postfork_parent(); });
+  prof::postfork_parent();
   g_caches_lock.unlock();
   g_init_lock.unlock();
   stdio_fork::parent();
@@ -809,6 +882,7 @@ void postfork_child() noexcept {
   rt().prefault.postfork_child();
   rt().arena.postfork_child();
   rt().for_each_bin([](small::Bin& b) { b.postfork_child(); });
+  prof::postfork_child();
   g_caches_lock.reinit_after_fork();
   g_init_lock.reinit_after_fork();
   stdio_fork::child();

@@ -172,7 +172,12 @@ DUCTILE_ALWAYS_INLINE void* alloc(size_t size) noexcept {
   else return alloc_slow(size);
   small::CacheBin& b = tc->bins[cls];
   if (DUCTILE_LIKELY(b.count != 0)) {
-    if (kStats) tc->allocated += small::class_size(cls);
+    if (kStats || kProf) {
+      const uint64_t now = tc->allocated + small::class_size(cls);
+      // The sampling clock (core/prof.h): never taken without prof:true.
+      if (kProf && DUCTILE_UNLIKELY(now >= tc->prof_at)) return alloc_slow(size);
+      tc->allocated = now;
+    }
     void* p = b.items[--b.count];
     if (kHardened) *static_cast<uintptr_t*>(p) = 0;  // the freed mark
     return p;

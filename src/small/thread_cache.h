@@ -52,6 +52,9 @@ DUCTILE_ALWAYS_INLINE constexpr uint16_t free_tag(size_t cls) { return static_ca
 struct ThreadCache {
   CacheBin bins[kNumClasses];
   uint64_t allocated = 0;    // bytes handed out by this thread (class sizes)
+  // Sampled heap profiling (core/prof.h): the thread takes its next sample
+  // when `allocated` reaches prof_at (UINT64_MAX without prof:true).
+  uint64_t prof_at = UINT64_MAX;
   uint64_t deallocated = 0;  // bytes freed by this thread
   // Frees into the cache left before this thread looks whether a decay step
   // is due (core: decay_event). Frees that only ever hit the cache reach no
@@ -60,6 +63,7 @@ struct ThreadCache {
   // read -- and the countdown one decrement per free.
   uint32_t decay_countdown = kDecayEvent;
   static constexpr uint32_t kDecayEvent = 4096;
+  uint64_t prof_rng = 0;     // the sampling intervals' random state
   ThreadCache* next = nullptr;  // live list, or the free pool
   ThreadCache* prev = nullptr;
   uint32_t bin_set = 0;  // which set of bins (Runtime::bins) this thread fills from
@@ -75,6 +79,7 @@ struct ThreadCache {
     }
     allocated = deallocated = 0;
     decay_countdown = kDecayEvent;
+    prof_at = UINT64_MAX;
   }
 };
 

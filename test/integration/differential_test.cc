@@ -495,6 +495,48 @@ TEST(Mallctl, ArenasAndOptions) {
   EXPECT_EQ(decay, 10000);  // both default to 10 s
 }
 
+// Heap profiling's names with profiling off (the default in both): the
+// options read their defaults, prof.active reads false and cannot be
+// switched on, prof.reset and prof.dump do not exist, and prof.lg_sample
+// reads 0 (jemalloc sets it when profiling starts).
+TEST(Mallctl, ProfilingNamesWhileItIsOff) {
+  bool b = true;
+  ASSERT_EQ(ctl_read("config.prof", &b), 0);
+  if (kDuctile && !b) {  // configure --disable-prof: the prof.* names do not exist
+    size_t lg = 0;
+    EXPECT_EQ(ctl_read("prof.lg_sample", &lg), ENOENT);
+    EXPECT_EQ(ctl_read("prof.active", &b), ENOENT);
+    return;
+  }
+  EXPECT_TRUE(b);  // built in (Debian's jemalloc is built --enable-prof)
+  ASSERT_EQ(ctl_read("opt.prof", &b), 0);
+  EXPECT_FALSE(b);
+  ASSERT_EQ(ctl_read("opt.prof_active", &b), 0);
+  EXPECT_TRUE(b);
+  ASSERT_EQ(ctl_read("opt.prof_final", &b), 0);
+  EXPECT_FALSE(b);
+  ASSERT_EQ(ctl_read("opt.prof_leak", &b), 0);
+  EXPECT_FALSE(b);
+  size_t lg = 0;
+  ASSERT_EQ(ctl_read("opt.lg_prof_sample", &lg), 0);
+  EXPECT_EQ(lg, 19u);  // 512 KiB
+  ASSERT_EQ(ctl_read("prof.lg_sample", &lg), 0);
+  EXPECT_EQ(lg, 0u);
+  const char* prefix = nullptr;
+  ASSERT_EQ(ctl_read("opt.prof_prefix", &prefix), 0);
+  EXPECT_STREQ(prefix, "jeprof");
+
+  ASSERT_EQ(ctl_read("prof.active", &b), 0);
+  EXPECT_FALSE(b);
+  bool on = true;
+  EXPECT_EQ(mallctl("prof.active", nullptr, nullptr, &on, sizeof on), ENOENT);
+  EXPECT_EQ(mallctl("prof.reset", nullptr, nullptr, nullptr, 0), ENOENT);
+  const char* name = "/nonexistent/never.heap";
+  EXPECT_EQ(mallctl("prof.dump", nullptr, nullptr, &name, sizeof name), ENOENT);
+  EXPECT_EQ(mallctl("prof.dump", nullptr, nullptr, nullptr, 0), ENOENT);
+  EXPECT_EQ(mallctl("prof.lg_sample", nullptr, nullptr, &lg, sizeof lg), EPERM);
+}
+
 TEST(Mallctl, DirtyDecayIsWritable) {
   ssize_t old = 0, v = 5000, bad = -2, back = 0;
   size_t len = sizeof old;

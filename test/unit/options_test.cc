@@ -39,6 +39,39 @@ TEST(Options, MalformedEntriesAreRejectedAndKeepTheDefault) {
   EXPECT_EQ(o.huge_threshold, defaults.huge_threshold);
 }
 
+// Heap profiling's options, with jemalloc's defaults and bounds.
+TEST(Options, ProfilingOptions) {
+  Options o;
+  EXPECT_FALSE(o.prof);
+  EXPECT_TRUE(o.prof_active);
+  EXPECT_EQ(o.lg_prof_sample, 19u);
+  EXPECT_STREQ(o.prof_prefix, "jeprof");
+  EXPECT_EQ(parse_options("prof:true,prof_active:false,lg_prof_sample:63,prof_prefix:/var/tmp/app,"
+                          "prof_final:1,prof_leak:true",
+                          o),
+            0u);
+  EXPECT_TRUE(o.prof);
+  EXPECT_FALSE(o.prof_active);
+  EXPECT_EQ(o.lg_prof_sample, 63u);
+  EXPECT_STREQ(o.prof_prefix, "/var/tmp/app");
+  EXPECT_TRUE(o.prof_final);
+  EXPECT_TRUE(o.prof_leak);
+  EXPECT_EQ(parse_options("prof_prefix:", o), 0u);  // no automatic dumps
+  EXPECT_STREQ(o.prof_prefix, "");
+  char buf[64];
+  ASSERT_TRUE(core::option_to_string(o, "lg_prof_sample", buf, sizeof buf));
+  EXPECT_STREQ(buf, "63");
+
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(parse_options("lg_prof_sample:64", o), 1u);
+  EXPECT_EQ(parse_options(("prof_prefix:" + std::string(core::kMaxPrefix, 'x')).c_str(), o), 1u);
+  EXPECT_EQ(parse_options("prof:maybe", o), 1u);
+  (void)testing::internal::GetCapturedStderr();
+  EXPECT_EQ(o.lg_prof_sample, 63u);
+  EXPECT_STREQ(o.prof_prefix, "");
+  EXPECT_TRUE(o.prof);
+}
+
 TEST(Options, PrintsValues) {
   Options o;
   char buf[32];
