@@ -43,7 +43,11 @@
 // Factor 3 would halve the moves again but doubles the address space held
 // and, on a recycled span, the resident pages a block's headroom keeps from
 // decay (up to factor x the block). max_headroom (1 GiB, a reservation)
-// bounds that for the largest blocks.
+// bounds that for the largest blocks. A block that grows -- moved by
+// growth, or grown past its span -- takes growth_headroom_factor (7: three
+// more doublings): 64 buffers doubling round-robin moved at every other
+// doubling with factor 1, and not at all with 7. Under strict overcommit a
+// new block that is not growing takes no headroom (see take_span_strict).
 //
 // Transparent huge pages (ThpPolicy, only where the system's mode is
 // madvise; in always mode the kernel does it anyway, in never mode nothing

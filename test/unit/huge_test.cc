@@ -993,7 +993,9 @@ TEST_F(HugeTest, StrictOvercommitPacksNewBlocksWithoutGaps) {
     void* p = alloc(size);
     Extent* e = extent(p);
     EXPECT_EQ(e->size, align_up(size, kPage));
-    if (next != 0) EXPECT_EQ(addr(p), next);
+    if (next != 0) {
+      EXPECT_EQ(addr(p), next);
+    }
     next = e->end();
     fill(p, e->size, 'n');
     blocks.push_back(p);
