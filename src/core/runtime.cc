@@ -840,13 +840,17 @@ size_t trim() noexcept {
 
 namespace {
 
-// First the fork gate: work in flight (fork_gate.h) finishes, holding no
-// lock of the forking thread's. Then stdio's list lock, then ductile's:
-// see stdio_fork.h. Nothing in ductile calls stdio while holding a lock of
-// its own. The init lock is also the options lock (mallctl's writes).
+// First stdio's list lock (stdio_fork.h), then the fork gate: work in
+// flight (fork_gate.h) finishes, holding no lock of the forking thread's;
+// then ductile's locks. The list lock must come before the gate: a thread
+// in getline holds its FILE's lock and may wait at the closed gate in
+// realloc, one in fflush(NULL) holds the list and waits for that FILE, and
+// a fork that closed the gate first then waited for the list forever. Work
+// in flight never calls stdio, so it finishes while fork holds the list.
+// The init lock is also the options lock (mallctl's writes).
 void prefork() noexcept {
-  ForkGate::close();
   stdio_fork::prepare();
+  ForkGate::close();
   g_init_lock.lock();
   g_caches_lock.lock();
   prof::prefork();
@@ -870,8 +874,8 @@ void postfork_parent() noexcept {
   prof::postfork_parent();
   g_caches_lock.unlock();
   g_init_lock.unlock();
-  stdio_fork::parent();
   ForkGate::open();
+  stdio_fork::parent();
 }
 
 void postfork_child() noexcept {
