@@ -61,7 +61,7 @@ void Bin::link(Slab* s, List l) noexcept {
   if (*head) (*head)->prev = s;
   *head = s;
   if (l == kEmpty) {
-    nempty_++;
+    __atomic_store_n(&nempty_, nempty_ + 1, __ATOMIC_RELAXED);  // (decay peeks without the lock)
     if (empty_tail_ == nullptr) empty_tail_ = s;
   }
 }
@@ -70,7 +70,7 @@ void Bin::unlink(Slab* s) noexcept {
   if (s->list == kFull) return;
   Slab** head = s->list == kPartial ? &partial_ : &empty_;
   if (s->list == kEmpty) {
-    nempty_--;
+    __atomic_store_n(&nempty_, nempty_ - 1, __ATOMIC_RELAXED);
     if (empty_tail_ == s) empty_tail_ = s->prev;
   }
   if (s->prev) s->prev->next = s->next;

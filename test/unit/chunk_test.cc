@@ -254,7 +254,9 @@ TEST_F(ChunkTest, PageMapEntriesNeverPointAtAnotherExtent) {
       Allocation a = chunks_->alloc(size, align, SIZE_MAX, false, room);
       ASSERT_NE(a.extent, nullptr);
       ASSERT_TRUE(a.extent->size == size || a.extent->size == size + room);
-      if (rng() % 4 == 0) ASSERT_TRUE(chunks_->map_interior(a.extent));
+      if (rng() % 4 == 0) {
+        ASSERT_TRUE(chunks_->map_interior(a.extent));
+      }
       live.push_back(a.extent);
     } else {
       const size_t i = rng() % live.size();
