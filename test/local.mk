@@ -156,6 +156,7 @@ endif !DUCTILE_SANITIZE
 
 test_unit_api_test_SOURCES = \
 	test/unit/api_test.cc \
+	test/support/maps.h \
 	test/support/patterns.h \
 	test/integration/json_check.h
 test_unit_api_test_CPPFLAGS = $(ductile_test_cppflags)
@@ -243,7 +244,7 @@ TESTS += test/integration/startup_prog
 # threads on few cores (the allocator's objects linked in, as core_test).
 check_PROGRAMS += test/unit/hardening_test
 TESTS += test/unit/hardening_test
-test_unit_hardening_test_SOURCES = test/unit/hardening_test.cc test/support/patterns.h
+test_unit_hardening_test_SOURCES = test/unit/hardening_test.cc test/support/maps.h test/support/patterns.h
 test_unit_hardening_test_CPPFLAGS = $(ductile_test_cppflags)
 test_unit_hardening_test_CXXFLAGS = $(ductile_test_cxxflags)
 test_unit_hardening_test_LDFLAGS = $(ductile_test_ldflags)

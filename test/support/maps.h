@@ -1,6 +1,6 @@
-// What the kernel says about our own address space (/proc/self/maps), for
-// tests that check protections -- under strict overcommit, what is writable
-// is what is charged.
+// What the kernel says about our own address space (/proc/self/maps and
+// statm), for tests that check protections -- under strict overcommit, what
+// is writable is what is charged -- and resident pages.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +24,17 @@ inline size_t writable_bytes(uintptr_t lo, uintptr_t hi) {
     if (y > x) n += y - x;
   }
   return n;
+}
+
+// Pages of this process resident now (the second field of
+// /proc/self/statm); -1 where it cannot be read.
+inline long resident_pages() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return -1;
+  long size = 0, resident = 0;
+  if (std::fscanf(f, "%ld %ld", &size, &resident) != 2) resident = -1;
+  std::fclose(f);
+  return resident;
 }
 
 }  // namespace ductile::test

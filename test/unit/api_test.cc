@@ -26,6 +26,7 @@
 #include "ductile/ductile.h"
 #include "integration/json_check.h"
 #include "small/size_classes.h"
+#include "support/maps.h"
 #include "support/patterns.h"
 
 // glibc's own allocator, the reference for "matches glibc". ductile defines
@@ -1254,16 +1255,6 @@ TEST(Options, SetOptionUsesTheTableWithoutWarnings) {
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
 }
 
-// Resident pages of this process (statm's second field).
-size_t resident_pages() {
-  FILE* f = std::fopen("/proc/self/statm", "r");
-  if (f == nullptr) return 0;
-  unsigned long size = 0, resident = 0;
-  if (std::fscanf(f, "%lu %lu", &size, &resident) != 2) resident = 0;
-  std::fclose(f);
-  return resident;
-}
-
 // Huge blocks of which a program touches one page each cost that page, as
 // in glibc, and not the page map's metadata besides: each span's first and
 // last page entries lay in 4 KiB pages of their own (3 pages per block: 30 000
@@ -1271,16 +1262,16 @@ size_t resident_pages() {
 TEST(MallocFamily, SparselyTouchedHugeBlocksCostThePagesTouched) {
   constexpr size_t kBlocks = 2000;
   static char* blocks[kBlocks];
-  const size_t before = resident_pages();
-  ASSERT_NE(before, 0u);
+  const long before = test::resident_pages();
+  ASSERT_GT(before, 0);
   for (size_t i = 0; i < kBlocks; i++) {
     const size_t size = 2 * kMiB + (i * 7919 * kPage) % (2 * kMiB);
     blocks[i] = static_cast<char*>(malloc(size));
     ASSERT_NE(blocks[i], nullptr);
     blocks[i][0] = 1;
   }
-  const size_t grown = resident_pages() - before;
-  EXPECT_LE(grown, kBlocks * 3 / 2) << grown << " pages resident for " << kBlocks << " blocks";
+  const long grown = test::resident_pages() - before;
+  EXPECT_LE(grown, static_cast<long>(kBlocks * 3 / 2)) << grown << " pages resident for " << kBlocks << " blocks";
   for (char* b : blocks) free(b);
 }
 

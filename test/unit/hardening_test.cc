@@ -24,6 +24,7 @@
 #include "core/runtime.h"
 #include "ductile/ductile.h"
 #include "small/size_classes.h"
+#include "support/maps.h"
 #include "support/patterns.h"
 
 namespace ductile {
@@ -294,15 +295,6 @@ TEST(Stress, ThirtyTwoThreadsOnTwoCoresFreeEachOthersBlocks) {
   EXPECT_GT(frees.load(), kThreads * kOps / 4);  // most blocks went through another thread
 }
 
-long resident_pages() {
-  long size = 0, resident = 0;
-  FILE* f = fopen("/proc/self/statm", "r");
-  if (f == nullptr) return -1;
-  if (fscanf(f, "%ld %ld", &size, &resident) != 2) resident = -1;
-  fclose(f);
-  return resident;
-}
-
 // 10 000 threads that live for a few allocations each, eight at a time:
 // their caches and the slabs they filled must come back, so the resident
 // set after 10 000 is what it was after the first 1 000 (give or take the
@@ -331,12 +323,12 @@ TEST(Stress, TenThousandShortLivedThreadsKeepTheHeapBounded) {
       // What decay would give back later is not what this counts: retained
       // pages go first, here and at the end.
       (void)ductile_trim();
-      rss_at_1000 = resident_pages();
+      rss_at_1000 = test::resident_pages();
       active_at_1000 = read_size("stats.active");
     }
   }
   (void)ductile_trim();
-  const long rss = resident_pages();
+  const long rss = test::resident_pages();
   const size_t active = read_size("stats.active");
   ASSERT_GT(rss_at_1000, 0);
   EXPECT_LT(rss, rss_at_1000 + 2048) << "resident pages grew with the thread count";  // 8 MiB of slack
