@@ -141,6 +141,12 @@ TESTS += test/integration/version_test.sh
 EXTRA_DIST += test/integration/version_test.sh
 endif !DUCTILE_SANITIZE
 AM_TESTS_ENVIRONMENT = builddir='$(abs_top_builddir)'; export builddir;
+# Every test runs under test/support/run-test: one still running after 10
+# minutes (the slowest takes under a minute, 5 to 10 times that in a
+# sanitizer build) has hung; its threads' stacks go to its log and it fails.
+LOG_COMPILER = $(SHELL) $(top_srcdir)/test/support/run-test
+AM_LOG_FLAGS = 600
+EXTRA_DIST += test/support/run-test
 
 # The API layer: jemalloc's extended API, mallctl, stats and the C++
 # operators, with the allocator's objects linked into the test program.

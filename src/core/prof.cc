@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/fork_gate.h"
 #include "base/lock.h"
 #include "core/runtime.h"
 
@@ -101,8 +102,11 @@ void learn_unwinder() {
   g_unw_tried.store(true, std::memory_order_release);
 }
 
+std::atomic<void (*)()> g_capture_hook{nullptr};
+
 // The calling thread's stack, ductile's own frames left off its top.
 size_t capture(void** out) {
+  if (void (*hook)() = g_capture_hook.load(std::memory_order_acquire)) hook();
   learn_text();
   learn_unwinder();
   void* raw[kMaxFrames + 16];
@@ -403,7 +407,14 @@ Sample* record(size_t bytes) noexcept {
   if (t_busy) return nullptr;
   t_busy = true;
   void* frames[kMaxFrames];
-  const size_t depth = capture(frames);
+  size_t depth;
+  {
+    // The unwinders take locks of their own (libunwind's caches, the
+    // loader's list of objects) that a child forked meanwhile would find
+    // held forever: a capture is work in flight, which fork waits for.
+    InFlight in_flight;
+    depth = capture(frames);
+  }
   Sample* s = nullptr;
   {
     LockGuard g(g_lock);
@@ -431,6 +442,8 @@ void release(Sample* s) noexcept {
   s->next_free = g_free_samples;
   g_free_samples = s;
 }
+
+void set_capture_hook(void (*hook)()) noexcept { g_capture_hook.store(hook, std::memory_order_release); }
 
 void resize(Sample* s, size_t bytes) noexcept {
   LockGuard g(g_lock);

@@ -75,6 +75,8 @@ Sample* record(size_t bytes) noexcept;
 void release(Sample* s) noexcept;
 // The sampled block was resized in place: it now holds `bytes`.
 void resize(Sample* s, size_t bytes) noexcept;
+// Tests: `hook` (nullptr: none) runs at the start of every stack capture.
+void set_capture_hook(void (*hook)()) noexcept;
 
 // prof.dump: writes the profile to `filename`, or (nullptr) to
 // <prefix>.<pid>.<seq>.m<mseq>.heap. 0, or EFAULT when profiling is off or

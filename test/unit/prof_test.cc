@@ -327,6 +327,44 @@ TEST(Prof, ForkWhileAnotherThreadSamples) {
   t.join();
 }
 
+// A stack capture in flight when another thread forks: the unwinders hold
+// locks of their own while they walk (libunwind's caches, the loader's
+// list of objects), which the child would find held forever, so fork waits
+// until the capture is done. The hook holds one capture open for 300 ms;
+// a child forked during it sees it unfinished unless fork waited.
+std::atomic<int> g_capture_state{0};  // 0 idle, 1 in a capture, 2 done
+
+TEST(Prof, ForkWaitsForAStackCaptureInFlight) {
+  g_capture_state = 0;
+  std::atomic<int> step{0};
+  std::vector<void*> theirs;
+  std::thread t([&] {
+    ductile_free(ductile_malloc(100));  // the thread's cache and clock, started
+    step = 1;
+    while (step != 2) std::this_thread::yield();
+    // Sampled at once, or at the next one when the clock has just started.
+    while (g_capture_state == 0 && theirs.size() < 100) theirs.push_back(ductile_malloc(100));
+  });
+  while (step != 1) std::this_thread::yield();
+  core::prof::set_capture_hook([] {
+    int idle = 0;
+    if (!g_capture_state.compare_exchange_strong(idle, 1)) return;
+    usleep(300000);
+    g_capture_state = 2;
+  });
+  step = 2;
+  while (g_capture_state == 0) std::this_thread::yield();
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) _exit(g_capture_state == 2 ? 0 : 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child was forked in the middle of a capture";
+  t.join();
+  core::prof::set_capture_hook(nullptr);
+  for (void* p : theirs) ductile_free(p);
+}
+
 // The arithmetic behind the intervals, against libm.
 TEST(ProfMath, LogAndExpAgreeWithLibm) {
   for (double x : {1e-15, 1e-6, 0.001, 0.1, 0.5, 0.75, 0.999999, 1.0, 2.0, 1e6}) {
