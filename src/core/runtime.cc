@@ -649,10 +649,8 @@ void dealloc_impl(void* p, bool cached) {
 void dealloc_slow(void* p) noexcept { dealloc_impl(p, true); }
 
 void decay_event(small::ThreadCache* tc) noexcept {
-  // While a backlog remains, the next look comes 16 times sooner: a step is
-  // bounded, and 256 MiB at 2 MiB per step takes 128 of them.
-  tc->decay_countdown = small::ThreadCache::kDecayEvent;
-  if (rt().decay.tick()) tc->decay_countdown /= 16;
+  static_assert(small::ThreadCache::kDecayEvent == small::Decay::kEvent);
+  tc->decay_countdown = rt().decay.look();
 }
 
 void check_sized_free(void* p, size_t size, size_t align) noexcept {

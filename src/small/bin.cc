@@ -346,7 +346,8 @@ size_t Bin::release_empty(size_t keep, uint64_t min_age_ns, uint64_t now, size_t
     uint64_t idle_since = chunk::ChunkLayer::kNow;  // the newest of the batch: decay counts on from there
     {
       LockGuard g(lock_);
-      while (nempty_ > keep && n < os::kPurgeBatch && pages + slab_pages <= max_pages &&
+      // At least one slab per call, however small the budget.
+      while (nempty_ > keep && n < os::kPurgeBatch && (pages == 0 || pages + slab_pages <= max_pages) &&
              now - empty_tail_->empty_since >= min_age_ns) {
         if (min_age_ns != 0) idle_since = empty_tail_->empty_since;
         batch[n++] = take_empty(empty_tail_);

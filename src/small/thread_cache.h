@@ -62,7 +62,7 @@ struct ThreadCache {
   // background thread; every kDecayEvent frees a look costs a coarse-clock
   // read -- and the countdown one decrement per free.
   uint32_t decay_countdown = kDecayEvent;
-  static constexpr uint32_t kDecayEvent = 4096;
+  static constexpr uint32_t kDecayEvent = 4096;  // the first look (small::Decay::kEvent)
   uint64_t prof_rng = 0;     // the sampling intervals' random state
   ThreadCache* next = nullptr;  // live list, or the free pool
   ThreadCache* prev = nullptr;

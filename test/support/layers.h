@@ -23,12 +23,14 @@ class ChunkLayerTest : public ::testing::Test {
   // clock, with reservations of `reservation` bytes and a decay time of
   // `decay_ns`. Whatever was built on the previous chunk layer must be
   // dropped first.
-  void make_chunks(size_t reservation, uint64_t decay_ns = kOneSecond, size_t remapped_bound = 1024) {
+  void make_chunks(size_t reservation, uint64_t decay_ns = kOneSecond, size_t remapped_bound = 1024,
+                   size_t decay_step_bytes = chunk::Options().decay_step_bytes) {
     chunks_.reset();
     os_.reset();
     os_ = std::make_unique<os::Os>(kernel_);
     chunk::Options o;
     o.decay_ns = decay_ns;
+    o.decay_step_bytes = decay_step_bytes;
     o.reservation = reservation;
     o.remapped_bound = remapped_bound;
     chunks_ = std::make_unique<chunk::ChunkLayer>(*os_, clock_, o);
