@@ -612,10 +612,12 @@ namespace {
 // extent of ours, or one off the 8-byte grid (glibc's "free(): invalid
 // pointer"), and one into free space -- a huge or medium block freed
 // already ("double free"). Freeing it anyway would corrupt the heap.
-[[noreturn]] DUCTILE_NOINLINE void bad_free(void* p) noexcept {
+// realloc says the same of the same pointers, in its own name.
+[[noreturn]] DUCTILE_NOINLINE void bad_free(void* p, bool by_realloc = false) noexcept {
   const Extent* e = rt().chunks.lookup(p);
   const bool freed = e != nullptr && e->state != chunk::ExtentState::kActive && addr(p) >= e->base &&
                      addr(p) < e->end() && is_aligned(addr(p), kPage);
+  if (by_realloc) fatal_pointer(freed ? "realloc(): block freed already" : "realloc(): invalid pointer", p);
   fatal_pointer(freed ? "free(): double free detected" : "free(): invalid pointer", p);
 }
 
@@ -735,6 +737,7 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
   // the class, or move through the inline malloc and free -- a thread-cache
   // pop and push -- without the extent (realloc-heavy code grows small
   // strings and vectors this way all the time).
+  if (DUCTILE_UNLIKELY((addr(p) & 7) != 0) && g_ready.load(std::memory_order_acquire)) bad_free(p, true);
   if (align == 0 && !zero && cached) {
     const size_t cls = size_t{chunk::PageMap::entry_tag(rt().chunks.lookup_entry(p))} - 1;
     if (cls < small::kNumSmall) {
@@ -753,8 +756,10 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
     old = bootstrap_size(p);
   } else {
     e = owner_of(p);
-    if (e == nullptr) {
-      errno = EINVAL;  // not a block of ours: refuse rather than guess its size
+    if (DUCTILE_UNLIKELY(e == nullptr)) {
+      // Not a block of ours, or one freed already: as free() would.
+      if (g_ready.load(std::memory_order_acquire)) bad_free(p, true);
+      errno = EINVAL;  // nothing is ours yet
       return nullptr;
     }
     old = usable_of(e);

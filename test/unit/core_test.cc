@@ -87,9 +87,25 @@ TEST(Malloc, FreeOfNullIsHarmlessAndOfForeignPointersFatal) {
   EXPECT_EQ(on_stack, 5);
   EXPECT_EQ(ductile_malloc_usable_size(&on_stack), 0u);
   EXPECT_EQ(ductile_malloc_usable_size(nullptr), 0u);
-  errno = 0;
-  EXPECT_EQ(ductile_realloc(&on_stack, 64), nullptr);
-  EXPECT_EQ(errno, EINVAL);
+}
+
+// realloc of a pointer free() would refuse ends the program the same way
+// (as glibc's "realloc(): invalid pointer"): before, it returned NULL with
+// EINVAL, which a program takes for "out of memory" and goes on with a
+// pointer into freed space.
+TEST(Realloc, OfForeignOrFreedPointersIsFatal) {
+  int on_stack = 5;
+  EXPECT_DEATH(ductile_realloc(&on_stack, 64), "^ductile: realloc\\(\\): invalid pointer 0x[0-9a-f]+\n");
+  EXPECT_DEATH(ductile_realloc(reinterpret_cast<char*>(ductile_malloc(100)) + 3, 64),
+               "^ductile: realloc\\(\\): invalid pointer 0x[0-9a-f]+\n");
+  EXPECT_DEATH(
+      {
+        void* p = ductile_malloc(16 << 20);
+        ductile_free(p);
+        (void)ductile_realloc(p, 32 << 20);
+      },
+      "^ductile: realloc\\(\\): block freed already 0x[0-9a-f]+\n");
+  EXPECT_EQ(on_stack, 5);
 }
 
 TEST(Calloc, ZeroesRecycledMemory) {
