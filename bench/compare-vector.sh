@@ -16,6 +16,14 @@
 #                  (default $BUILD_DIR, else the directory above this script)
 #   --ductile LIB  the library preloaded as ductile
 #   --keep DIR     keep the raw outputs (and the chart's data) in DIR
+#   --many-threads "T..."  the many-blocks case (issue 11): 64 buffers grown
+#                  round-robin by doubling from 4 KiB to 16 MiB, writing each
+#                  new half, --many-rounds rounds, once per thread count
+#                  given (default "1 2 8"), against its limit: the same
+#                  writes into memory that stays faulted (vector_doubling
+#                  --blocks 64 --threads T [--bare-faulted])
+#   --many-rounds N  rounds of the many-blocks case (default 5)
+#   --no-many      leave the many-blocks case out
 #
 # Environment: BUILD_DIR, DUCTILE_LIB, JEMALLOC_LIB, MIMALLOC_LIB,
 # TCMALLOC_LIB. A peer whose library is missing, and ductile while its
@@ -33,12 +41,15 @@ top=1G
 reps=1
 png=$src_dir/docs/vector-doubling.png
 keep=
+many_threads="1 2 8"
+many_rounds=5
 
 
 parse_options --rounds=rounds --top=top --reps=reps --png=png --no-png:png= \
-  --build-dir=build_dir --ductile=ductile_lib --keep=keep -- "$@"
+  --build-dir=build_dir --ductile=ductile_lib --keep=keep --many-threads=many_threads \
+  --many-rounds=many_rounds --no-many:many_threads= -- "$@"
 
-case $rounds$reps in *[!0-9]*|'') echo "compare-vector.sh: --rounds and --reps take numbers" >&2; exit 2 ;; esac
+case $rounds$reps$many_rounds in *[!0-9]*|'') echo "compare-vector.sh: --rounds, --reps and --many-rounds take numbers" >&2; exit 2 ;; esac
 ductile_lib=${ductile_lib:-$build_dir/.libs/libductile.so}
 prog=$build_dir/bench/vector_doubling
 if [ ! -x "$prog" ]; then
@@ -171,6 +182,55 @@ if [ "${avail[ductile]}" = yes ]; then
   echo "  copies once huge           ${copies[ductile]}      (goal 0)"
   echo "  peak RSS / final block     $(ratio "${rss[ductile]}" "$fin_mib")   (goal <= 1.1; final block $fin_mib MiB)"
 fi
+
+# --- many blocks growing together (issue 11) ------------------------------------------
+# Each allocator and the limit once per thread count, after the loop above
+# (never two benchmarks at once). Goals: time <= 1.3 x the limit, <= 5 % of
+# the huge growth steps moving, peak RSS <= 1.1 x the live bytes.
+many_table() {  # threads
+  local t=$1 i line f lim=
+  local -a mnames=("${names[@]:0:5}" "limit (faulted)")
+  local -a mlibs=("${libs[@]:0:5}" "")
+  echo
+  echo "many blocks: 64 buffers doubling round-robin from 4 KiB to 16 MiB, $many_rounds rounds, $t thread(s)"
+  printf '%-15s %9s %9s %12s %12s\n' allocator seconds "x limit" "moves/steps" "RSS / live"
+  printf '%-15s %9s %9s %12s %12s\n' --------------- --------- --------- ------------ ------------
+  for i in 5 0 1 2 3 4; do
+    if [ $i -lt 5 ] && [ "${avail[i]}" != yes ]; then
+      printf '%-15s %9s\n' "${mnames[i]}" unavailable
+      continue
+    fi
+    local -a cmd=("$prog" --blocks 64 --threads "$t")
+    [ $i -eq 5 ] && cmd+=(--bare-faulted)
+    cmd+=("$many_rounds" 32M)
+    printf '  many blocks, %d thread(s): %-14s\n' "$t" "${mnames[i]}" >&2
+    f=$out/many.$t.$i
+    if [ -n "${mlibs[i]}" ]; then
+      env LD_PRELOAD="${mlibs[i]}" "${cmd[@]}" >"$f" 2>>"$out/many.stderr"
+    else
+      env -u LD_PRELOAD "${cmd[@]}" >"$f" 2>>"$out/many.stderr"
+    fi
+    line=$(cat "$f")
+    if [ -z "$line" ]; then
+      printf '%-15s %9s\n' "${mnames[i]}" failed
+      continue
+    fi
+    local secs steps moves peak live
+    secs=$(field seconds "$f")
+    peak=$(field peak_rss_mib "$f")
+    live=$(field live_mib "$f")
+    steps=$(field huge_steps "$f")
+    moves=$(field moves "$f")
+    [ $i -eq 5 ] && lim=$secs
+    local x mv
+    x=$(ratio "$secs" "$lim")
+    mv=-
+    [ -n "$steps" ] && mv="$moves/$steps"
+    printf '%-15s %9.3f %9s %12s %12s\n' "${mnames[i]}" "$secs" "$x" "$mv" "$(ratio "$peak" "$live")"
+  done
+}
+for t in $many_threads; do many_table "$t"; done
+[ -n "$many_threads" ] && echo "goals (issue 11): ductile <= 1.3 x the limit, moves <= 5 % of the huge growth steps, RSS / live <= 1.1"
 
 # --- chart --------------------------------------------------------------------------
 if [ -n "$png" ]; then

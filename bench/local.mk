@@ -74,7 +74,7 @@ bench_huge_bench_LDADD = $(ductile_bench_ldadd)
 bench_vector_doubling_SOURCES = bench/vector_doubling.c
 bench_vector_doubling_CPPFLAGS =
 bench_vector_doubling_CFLAGS = -Wall -Wextra
-bench_vector_doubling_LDADD =
+bench_vector_doubling_LDADD = -lpthread
 
 bench: bench/vector_doubling
 

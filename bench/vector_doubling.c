@@ -18,7 +18,17 @@
  *   --bare-faulted  one mapping, faulted in before the clock starts and
  *                   reused by every round: the memsets alone.
  *
- * Usage: vector_doubling [--bare-thp | --bare-faulted] [-v] [rounds [top]]
+ * Many blocks growing together (--blocks N, --threads T): N buffers grown
+ * round-robin, each doubling from 4 KiB to top/2 and writing its new half,
+ * every round (then all freed); T threads each own every T-th buffer. Its
+ * limit is --bare-faulted with the same --blocks and --threads: one mapping
+ * for all the buffers at their final size, faulted in before the clock
+ * starts, written in the same order. Its line adds blocks, threads,
+ * huge_steps (reallocs from a block of at least 2 MiB), moves among them,
+ * and live_mib (the buffers' final bytes, against peak_rss_mib).
+ *
+ * Usage: vector_doubling [--bare-thp | --bare-faulted] [--blocks N]
+ *                        [--threads T] [-v] [rounds [top]]
  *   -v      the time of each round on stderr (the loop under an allocator)
  *   rounds  default 10; top  default 1 GiB (exclusive: the last block is top/2
  *   when top is a power of two). Sizes accept a K, M or G suffix.
@@ -31,6 +41,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,7 +88,7 @@ static int parse_size(const char *s, size_t *out) {
 }
 
 static void usage(const char *argv0) {
-  fprintf(stderr, "usage: %s [--bare-thp | --bare-faulted] [-v] [rounds [top]]\n", argv0);
+  fprintf(stderr, "usage: %s [--bare-thp | --bare-faulted] [--blocks N] [--threads T] [-v] [rounds [top]]\n", argv0);
   exit(2);
 }
 
@@ -163,6 +174,103 @@ static double run_bare(enum mode mode, int rounds, size_t top) {
   return now() - t0;
 }
 
+/* ---- many blocks growing together ---------------------------------------- */
+struct many {
+  int rounds, blocks, threads, index, bare;
+  size_t top;
+  char *base;              /* bare: the faulted mapping, one final size per block */
+  unsigned long steps, moves;
+  pthread_barrier_t *round_start;
+};
+
+#define MANY_FROM ((size_t)4 << 10)
+
+static void *many_thread(void *arg) {
+  struct many *m = arg;
+  const size_t last = final_size(m->top);
+  int mine = 0;
+  for (int b = m->index; b < m->blocks; b += m->threads) mine++;
+  char **buf = calloc((size_t)mine, sizeof *buf);
+  if (buf == NULL) {
+    perror("calloc");
+    exit(1);
+  }
+  for (int r = 0; r < m->rounds; r++) {
+    pthread_barrier_wait(m->round_start);
+    size_t old = 0;
+    for (size_t size = MANY_FROM; size < m->top; size *= 2) {
+      for (int k = 0; k < mine; k++) {
+        char *q;
+        if (m->bare) {
+          q = m->base + (size_t)(m->index + k * m->threads) * last;
+        } else {
+          q = realloc(buf[k], size);
+          if (q == NULL) {
+            fprintf(stderr, "realloc(%zu) failed\n", size);
+            exit(1);
+          }
+          if (old >= MOVE_FROM) {
+            m->steps++;
+            if (q != buf[k]) m->moves++;
+          }
+        }
+        buf[k] = q;
+        memset(q + old, 0xff, size - old);
+        touch(q);
+      }
+      old = size;
+    }
+    for (int k = 0; k < mine; k++) {
+      if (!m->bare) free(buf[k]);
+      buf[k] = NULL;
+    }
+  }
+  free(buf);
+  return NULL;
+}
+
+static double run_many(int bare, int rounds, size_t top, int blocks, int threads, unsigned long *steps,
+                       unsigned long *moves) {
+  const size_t last = final_size(top);
+  char *base = NULL;
+  if (bare) {
+    base = map_huge(last * (size_t)blocks);
+    memset(base, 0, last * (size_t)blocks); /* faulted in before the clock starts */
+  }
+  pthread_barrier_t start;
+  pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
+  struct many *m = calloc((size_t)threads, sizeof *m);
+  pthread_t *t = calloc((size_t)threads, sizeof *t);
+  if (m == NULL || t == NULL) {
+    perror("calloc");
+    exit(1);
+  }
+  for (int i = 0; i < threads; i++) {
+    m[i] = (struct many){rounds, blocks, threads, i, bare, top, base, 0, 0, &start};
+    if (pthread_create(&t[i], NULL, many_thread, &m[i]) != 0) {
+      fprintf(stderr, "pthread_create failed\n");
+      exit(1);
+    }
+  }
+  /* Every round starts together; the clock runs from the first. */
+  double t0 = 0;
+  for (int r = 0; r < rounds; r++) {
+    pthread_barrier_wait(&start);
+    if (r == 0) t0 = now();
+  }
+  for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
+  double secs = now() - t0;
+  for (int i = 0; i < threads; i++) {
+    *steps += m[i].steps;
+    *moves += m[i].moves;
+  }
+  free(m);
+  free(t);
+  pthread_barrier_destroy(&start);
+  if (bare) munmap(base, last * (size_t)blocks);
+  return secs;
+}
+
 static void print_ductile_growth(void) {
   static const char *const paths[] = {"headroom", "neighbour", "fixed_map", "mremap", "copy"};
   if (ductile_mallctl == NULL) return;
@@ -180,12 +288,19 @@ int main(int argc, char **argv) {
   enum mode mode = MODE_REALLOC;
   int rounds = 10;
   size_t top = (size_t)1 << 30;
+  int blocks = 0, threads = 1;
   int pos = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--bare-thp") == 0) {
       mode = MODE_BARE_THP;
     } else if (strcmp(argv[i], "--bare-faulted") == 0) {
       mode = MODE_BARE_FAULTED;
+    } else if (strcmp(argv[i], "--blocks") == 0 && i + 1 < argc) {
+      blocks = atoi(argv[++i]);
+      if (blocks < 1 || blocks > 100000) usage(argv[0]);
+    } else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+      threads = atoi(argv[++i]);
+      if (threads < 1 || threads > 1024) usage(argv[0]);
     } else if (strcmp(argv[i], "-v") == 0) {
       verbose = 1;
     } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -202,6 +317,22 @@ int main(int argc, char **argv) {
     } else {
       usage(argv[0]);
     }
+  }
+
+  if (blocks > 0) {
+    if (mode == MODE_BARE_THP || top <= MANY_FROM) usage(argv[0]);
+    const int bare = mode == MODE_BARE_FAULTED;
+    unsigned long steps = 0, moves = 0;
+    double secs = run_many(bare, rounds, top, blocks, threads, &steps, &moves);
+    printf("mode=%s rounds=%d top=%zu final=%zu blocks=%d threads=%d seconds=%.4f peak_rss_mib=%.1f live_mib=%.1f",
+           bare ? "bare-faulted" : "realloc", rounds, top, final_size(top), blocks, threads, secs,
+           (double)peak_rss_kib() / 1024.0, (double)final_size(top) * blocks / 1048576.0);
+    if (!bare) {
+      printf(" huge_steps=%lu moves=%lu", steps, moves);
+      print_ductile_growth();
+    }
+    printf("\n");
+    return 0;
   }
 
   unsigned long moves = 0;
