@@ -253,13 +253,17 @@ static double run_many(int bare, int rounds, size_t top, int blocks, int threads
     }
   }
   /* Every round starts together; the clock runs from the first. */
-  double t0 = 0;
+  double t0 = 0, r0 = 0;
   for (int r = 0; r < rounds; r++) {
     pthread_barrier_wait(&start);
-    if (r == 0) t0 = now();
+    const double t = now();
+    if (r == 0) t0 = t;
+    else if (verbose) fprintf(stderr, "round %d: %.4f s\n", r, t - r0);
+    r0 = t;
   }
   for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
   double secs = now() - t0;
+  if (verbose) fprintf(stderr, "round %d: %.4f s\n", rounds, now() - r0);
   for (int i = 0; i < threads; i++) {
     *steps += m[i].steps;
     *moves += m[i].moves;
