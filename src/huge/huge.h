@@ -49,6 +49,15 @@
 // doubling with factor 1, and not at all with 7. Under strict overcommit a
 // new block that is not growing takes no headroom (see take_span_strict).
 //
+// Guard (hardened mode, Options::guard): the span past the block is
+// PROT_NONE, so that running off the block's end faults. The strict-
+// overcommit commit path is reused: Span::committed is the block's usable
+// size, growth opens pages with mprotect, a shrink guards what it gives up,
+// and a span always holds a page past its block. In normal overcommit mode
+// the guard is lifted before a span or its tail goes back to the chunk
+// layer, whose free space is read/write (see docs/ARCHITECTURE.md, Guard
+// pages behind huge blocks).
+//
 // Transparent huge pages (ThpPolicy, only where the system's mode is
 // madvise; in always mode the kernel does it anyway, in never mode nothing
 // can): a span comes from the chunk layer's huge-page space -- reservations
