@@ -503,6 +503,7 @@ Runtime::Runtime(const Options& o) noexcept
              huge::Options h;
              h.threshold = o.huge_threshold;
              h.thp = o.thp;
+             h.guard = g_hardened;
              return h;
            }()) {
   prof::init(o);

@@ -48,7 +48,7 @@ size_t HugeLayer::span_for(size_t usable, bool growing) const noexcept {
     if (usable <= room / factor) room = usable * factor;
   }
   size_t span = usable + room;
-  if (span < usable) span = usable;
+  if (span < usable + guard_room()) span = usable + guard_room();
   size_t whole = align_up(span, kHugePage);
   if (whole == 0) whole = align_up(usable, kHugePage);
   return whole != 0 ? whole : usable;
@@ -77,15 +77,42 @@ void HugeLayer::free_record(Span* s) noexcept {
 // ---- taking and shaping spans --------------------------------------------
 
 HugeLayer::Fresh HugeLayer::take_span(size_t usable, size_t align, bool growing) noexcept {
+  Fresh f = place_span(usable, align, growing);
+  if (f.e == nullptr || !guarded() || f.committed <= usable) return f;
+  // The guard: everything past the block. (Under strict overcommit only a
+  // recycled span that was committed already needs it: the rest was never
+  // committed.)
+  if (!strict()) {
+    // The pieces the guard splits the reservation's mapping into merge
+    // again when it is lifted only if they share the kernel's record of
+    // their anonymous pages (anon_vma), which a mapping gets at its first
+    // write fault: a piece split off before that gets one of its own at
+    // its own first write, and never merges with its neighbours (2 000
+    // blocks freed left 1 830 mappings behind). So the block's first page
+    // is written (its own byte back: the caller's block is about to be
+    // written anyway) while the mapping is still whole.
+    auto* first = static_cast<volatile unsigned char*>(ptr(f.e->base));
+    *first = *first;
+  }
+  if (chunks_.os().guard(ptr(f.e->base + usable), f.committed - usable)) {
+    f.committed = usable;
+    return f;
+  }
+  chunks_.free(f.e, strict() ? f.committed : f.zero_from);
+  return {};
+}
+
+HugeLayer::Fresh HugeLayer::place_span(size_t usable, size_t align, bool growing) noexcept {
   const size_t a = align > kHugePage ? align : kHugePage;
-  size_t least = align_up(usable, kHugePage);
+  size_t least = align_up(usable + guard_room(), kHugePage);
   if (least == 0) least = usable;
   const size_t want = span_for(usable, growing);
   const bool thp = wants_thp(usable, growing);
   if (strict()) {
-    // A new block that is not growing: exactly its pages, page-aligned (see
-    // take_span_strict).
-    if (!growing) return take_span_strict(usable, align > kPage ? align : kPage, usable, usable, thp);
+    // A new block that is not growing: exactly its pages (and its guard
+    // page), page-aligned (see take_span_strict).
+    const size_t exact = usable + guard_room();
+    if (!growing) return take_span_strict(usable, align > kPage ? align : kPage, exact, exact, thp);
     return take_span_strict(usable, a, least, want, thp);
   }
   // The block first, where the chunk layer places it best: a recycled,
@@ -169,10 +196,46 @@ void HugeLayer::adopt(Extent* e, Span* s, const Fresh& f, size_t usable) noexcep
 }
 
 bool HugeLayer::commit_to(Extent* e, Span* s, size_t upto) noexcept {
-  if (!strict() || upto <= s->committed) return true;
-  if (!chunks_.os().commit(ptr(e->base + s->committed), upto - s->committed)) return false;
+  if (upto <= s->committed || (!strict() && !guarded())) return true;
+  // Under strict overcommit a commit, in hardened mode the guard lifted:
+  // both are mprotect(READ|WRITE).
+  if (!chunks_.os().unguard(ptr(e->base + s->committed), upto - s->committed)) return false;
   s->committed = upto;
   return true;
+}
+
+bool HugeLayer::guard_past(Extent* e, Span* s, size_t usable) noexcept {
+  if (!guarded() || s->committed <= usable) return true;
+  if (!chunks_.os().guard(ptr(e->base + usable), s->committed - usable)) return false;
+  s->committed = usable;
+  return true;
+}
+
+bool HugeLayer::guard_added(Extent* e, Span* s, uintptr_t old_end) noexcept {
+  const size_t added = e->end() - old_end;
+  if (chunks_.os().guard(ptr(old_end), added)) return true;
+  // Give the added pages back (no system call): the span is as it was. Out
+  // of metadata, the span keeps them open past its guard; the block is
+  // intact, and they are lifted with the rest when the span goes back.
+  if (chunks_.shrink(e, old_end - e->base)) {
+    stats_.span_bytes.fetch_sub(added, std::memory_order_relaxed);
+    if (s->zero_from > e->size) s->zero_from = e->size;
+  }
+  return false;
+}
+
+void HugeLayer::give_back(Extent* e, size_t committed, size_t zero_from) noexcept {
+  if (guarded() && !strict() && committed < e->size) {
+    // The chunk layer's free space is read/write in normal mode: lift the
+    // guard, or map the range afresh where the kernel refuses that.
+    void* a = ptr(e->base + committed);
+    const size_t n = e->size - committed;
+    if (!chunks_.os().unguard(a, n)) {
+      if (!chunks_.os().map_fresh(a, n)) return;  // kept: its address space is lost, nothing else
+      if (e->thp) (void)chunks_.os().advise_huge(a, n);
+    }
+  }
+  chunks_.free(e, strict() ? committed : zero_from);
 }
 
 void HugeLayer::zero_range(uintptr_t a, size_t n) noexcept {
@@ -212,6 +275,11 @@ void HugeLayer::set_usable(Extent* e, Span* s, size_t usable, bool zero) noexcep
 void HugeLayer::trim_span(Extent* e, Span* s, size_t keep) noexcept {
   if (keep >= e->size) return;
   const size_t before = e->size;
+  if (guarded() && !strict()) {
+    // The tail goes back read/write (see give_back); refused, the span keeps it.
+    const size_t from = s->committed > keep ? s->committed : keep;
+    if (from < e->size && !chunks_.os().unguard(ptr(e->base + from), e->size - from)) return;
+  }
   if (strict() && s->committed < e->size) {
     // The chunk layer gives the tail e's `committed` flag: cut the
     // uncommitted part off on its own, marked as such.
@@ -230,10 +298,12 @@ void HugeLayer::trim_span(Extent* e, Span* s, size_t keep) noexcept {
   stats_.span_bytes.fetch_sub(before - e->size, std::memory_order_relaxed);
 }
 
-void HugeLayer::shrink_block(Extent* e, Span* s, size_t usable) noexcept {
+bool HugeLayer::shrink_block(Extent* e, Span* s, size_t usable) noexcept {
+  if (!guard_past(e, s, usable)) return false;
   set_usable(e, s, usable, false);
   stats_.shrinks.fetch_add(1, std::memory_order_relaxed);
   trim_span(e, s, span_for(usable));
+  return true;
 }
 
 // ---- transparent huge pages ------------------------------------------------
@@ -279,7 +349,7 @@ void HugeLayer::free(Extent* e) noexcept {
   // The span past `committed` (strict overcommit) or past what was ever
   // written (zero_from) goes back clean: no memset for a zeroed request
   // there, no purge of pages that were never there.
-  chunks_.free(e, strict() ? s->committed : s->zero_from);
+  give_back(e, s->committed, s->zero_from);
   free_record(s);
 }
 
@@ -289,11 +359,12 @@ GrowResult HugeLayer::extend(Extent* e, size_t usable) noexcept {
   // Take the new size's headroom along when it is free: it costs nothing
   // until touched. Not under strict overcommit, where the chunk layer
   // commits (and the kernel charges) what it adds.
-  const size_t want = strict() ? usable : span_for(usable, true);
+  const size_t least = usable + guard_room();
+  const size_t want = strict() ? least : span_for(usable, true);
   for (int pass = 0; pass < 2; pass++) {
     const bool may_map = pass == 1;  // the neighbours first, then a mapping past them
     GrowResult r = chunks_.grow(e, want, may_map);
-    if (r.path == GrowPath::kRefused && want != usable) r = chunks_.grow(e, usable, may_map);
+    if (r.path == GrowPath::kRefused && want != least) r = chunks_.grow(e, least, may_map);
     if (r.path != GrowPath::kRefused) return r;
   }
   return {};
@@ -301,19 +372,25 @@ GrowResult HugeLayer::extend(Extent* e, size_t usable) noexcept {
 
 bool HugeLayer::grow_in_place(Extent* e, Span* s, size_t usable, bool zero) noexcept {
   GrowthPath path = GrowthPath::kHeadroom;
-  if (usable <= e->size) {
-    if (!commit_to(e, s, usable)) return false;
-  } else {
-    // The chunk layer commits what it adds; what lies before must be committed first.
-    if (!commit_to(e, s, e->size)) return false;
+  if (usable + guard_room() > e->size) {
+    // The chunk layer commits what it adds (in normal mode it is read/write
+    // anyway). Without a guard what lies before must be committed first;
+    // with one, the added pages are guarded first and the block opened
+    // after, so that a refusal anywhere leaves block and guard whole.
+    if (!guarded() && !commit_to(e, s, e->size)) return false;
     const uintptr_t old_end = e->end();
     GrowResult r = extend(e, usable);
     if (r.path == GrowPath::kRefused) return false;
     path = r.path == GrowPath::kMapped ? GrowthPath::kFixedMap : GrowthPath::kNeighbour;
     stats_.span_bytes.fetch_add(e->end() - old_end, std::memory_order_relaxed);
-    s->committed = e->size;
     if (!r.zeroed) s->zero_from = e->size;
+    if (!guarded()) {
+      s->committed = e->size;
+    } else if (!guard_added(e, s, old_end)) {
+      return false;
+    }
   }
+  if (!commit_to(e, s, usable)) return false;
   set_usable(e, s, usable, zero);
   stats_.growth[static_cast<size_t>(path)].fetch_add(1, std::memory_order_relaxed);
   return true;
@@ -377,7 +454,7 @@ void* HugeLayer::move(Extent* e, Span* s, size_t usable, size_t align, bool zero
     chunks_.mark_remapped(t);
     chunks_.refill(e);
   } else {
-    chunks_.free(e, strict() ? old_committed : old_zero_from);
+    give_back(e, old_committed, old_zero_from);
   }
   set_usable(t, s, usable, zero);
   stats_.growth[static_cast<size_t>(path)].fetch_add(1, std::memory_order_relaxed);
@@ -389,10 +466,7 @@ size_t HugeLayer::resize_in_place(Extent* e, size_t new_size, bool zero) noexcep
   const size_t old = e->usable;
   const size_t usable = size_for(new_size);
   if (usable == 0 || usable == old) return old;
-  if (usable < old) {
-    shrink_block(e, s, usable);
-    return usable;
-  }
+  if (usable < old) return shrink_block(e, s, usable) ? usable : old;
   return grow_in_place(e, s, usable, zero) ? usable : old;
 }
 
@@ -404,7 +478,7 @@ void* HugeLayer::resize(Extent* e, size_t new_size, size_t align, bool zero) noe
   if (usable == 0) return nullptr;
   if (is_aligned(e->base, align)) {
     if (usable <= e->usable) {
-      if (usable < e->usable) shrink_block(e, s, usable);
+      if (usable < e->usable) (void)shrink_block(e, s, usable);  // refused: the block stays larger
       return ptr(e->base);
     }
     if (grow_in_place(e, s, usable, zero)) return ptr(e->base);

@@ -49,6 +49,15 @@
 // doubling with factor 1, and not at all with 7. Under strict overcommit a
 // new block that is not growing takes no headroom (see take_span_strict).
 //
+// Guard (hardened mode, Options::guard): the span past the block is
+// PROT_NONE, so that running off the block's end faults. The strict-
+// overcommit commit path is reused: Span::committed is the block's usable
+// size, growth opens pages with mprotect, a shrink guards what it gives up,
+// and a span always holds a page past its block. In normal overcommit mode
+// the guard is lifted before a span or its tail goes back to the chunk
+// layer, whose free space is read/write (see docs/ARCHITECTURE.md, Guard
+// pages behind huge blocks).
+//
 // Transparent huge pages (ThpPolicy, only where the system's mode is
 // madvise; in always mode the kernel does it anyway, in never mode nothing
 // can): a span comes from the chunk layer's huge-page space -- reservations
@@ -94,6 +103,10 @@ struct Options {
   // For a block that is growing (moved by growth, or grown past its span):
   // it has shown that it grows, and three more doublings fit in place.
   unsigned growth_headroom_factor = 7;
+  // Hardened mode: everything past a block's usable end, to its span's end,
+  // is PROT_NONE -- the headroom is the guard -- and a span always has at
+  // least a page of it, so that running off the block's end faults.
+  bool guard = false;
 };
 
 struct HugeStats {
@@ -149,8 +162,9 @@ class HugeLayer {
  private:
   // Per-span state the extent has no room for.
   struct Span {
-    // Strict overcommit only: [base, base+committed) is committed, the rest
-    // of the span PROT_NONE. (In normal mode everything is.)
+    // Strict overcommit or hardened mode: [base, base+committed) is
+    // read/write, the rest of the span PROT_NONE (in hardened mode
+    // committed == usable: the rest is the guard). Otherwise everything is.
     size_t committed = 0;
     // [base+zero_from, end) is known to read as zeroes: never touched since
     // it came clean. Saves the memset of a zeroing growth.
@@ -172,6 +186,9 @@ class HugeLayer {
   };
 
   bool strict() const noexcept { return chunks_.os().features().strict_overcommit; }
+  bool guarded() const noexcept { return options_.guard; }
+  // The least a span holds past its block: a guard page in hardened mode.
+  size_t guard_room() const noexcept { return guarded() ? kPage : 0; }
   static Span* span_of(const chunk::Extent* e) noexcept { return static_cast<Span*>(e->owner); }
   Span* new_record() noexcept;
   void free_record(Span* s) noexcept;
@@ -181,12 +198,23 @@ class HugeLayer {
   // `growing`: the span is for a block that is growing (moved by growth),
   // which takes its headroom from recycled pages too; a new block takes it
   // from clean space only.
+  // In hardened mode the span is guarded past the block (committed == usable).
   Fresh take_span(size_t usable, size_t align, bool growing = false) noexcept;
+  Fresh place_span(size_t usable, size_t align, bool growing) noexcept;
   Fresh take_span_strict(size_t usable, size_t align, size_t least, size_t want, bool thp) noexcept;
   // Makes e, freshly taken, a huge block of `usable` bytes described by s.
   void adopt(chunk::Extent* e, Span* s, const Fresh& f, size_t usable) noexcept;
-  // Strict overcommit: commits the span up to `upto` bytes from its base.
+  // Strict overcommit: commits the span up to `upto` bytes from its base;
+  // hardened mode: lifts the guard up to there.
   bool commit_to(chunk::Extent* e, Span* s, size_t upto) noexcept;
+  // Hardened mode: guards the span's open bytes past `usable` (a shrink).
+  bool guard_past(chunk::Extent* e, Span* s, size_t usable) noexcept;
+  // Hardened mode: guards what growth added to the span past `old_end`;
+  // refused, gives it back to the chunk layer.
+  bool guard_added(chunk::Extent* e, Span* s, uintptr_t old_end) noexcept;
+  // Frees the span to the chunk layer (lifting its guard first in normal
+  // overcommit mode, whose free space is read/write).
+  void give_back(chunk::Extent* e, size_t committed, size_t zero_from) noexcept;
   // Growth paths 1-3. False, with the block unchanged, when none could serve.
   bool grow_in_place(chunk::Extent* e, Span* s, size_t usable, bool zero) noexcept;
   // Paths 2-3: extends the span past its end to hold `usable` bytes.
@@ -200,8 +228,9 @@ class HugeLayer {
   void zero_range(uintptr_t a, size_t n) noexcept;
   static constexpr size_t kZeroByPurge = 2 * kHugePage;
   void set_usable(chunk::Extent* e, Span* s, size_t usable, bool zero) noexcept;
-  // Shrinks the block to `usable` bytes and gives back the span past its policy size.
-  void shrink_block(chunk::Extent* e, Span* s, size_t usable) noexcept;
+  // Shrinks the block to `usable` bytes and gives back the span past its
+  // policy size. False, block unchanged, when its new guard is refused.
+  bool shrink_block(chunk::Extent* e, Span* s, size_t usable) noexcept;
   // Returns the span's bytes past `keep` to the chunk layer (best effort).
   void trim_span(chunk::Extent* e, Span* s, size_t keep) noexcept;
 

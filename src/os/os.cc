@@ -187,8 +187,19 @@ bool Os::unmap(void* addr, size_t size) noexcept {
 }
 
 bool Os::commit(void* addr, size_t size) noexcept {
-  const KeepErrno keep;  // see common.h: errno is the caller's
   if (!features_.strict_overcommit) return true;
+  return unguard(addr, size);
+}
+
+bool Os::guard(void* addr, size_t size) noexcept {
+  if (features_.strict_overcommit) return decommit(addr, size);
+  const KeepErrno keep;  // see common.h: errno is the caller's
+  count(Call::kMprotect);
+  return kernel_.mprotect(addr, size, PROT_NONE) == 0;
+}
+
+bool Os::unguard(void* addr, size_t size) noexcept {
+  const KeepErrno keep;  // see common.h: errno is the caller's
   count(Call::kMprotect);
   return kernel_.mprotect(addr, size, kRw) == 0;
 }

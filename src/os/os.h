@@ -31,7 +31,7 @@ namespace ductile::os {
 enum class Call : uint8_t {
   kMmap,            // reserve, reserve_at, decommit in strict mode
   kMunmap,
-  kMprotect,        // commit in strict mode
+  kMprotect,        // commit in strict mode, guard and unguard
   kMremap,
   kMadvise,         // per-range purge, huge-page advice, populate
   kProcessMadvise,  // batched purge
@@ -116,6 +116,13 @@ class Os {
   [[nodiscard]] bool commit(void* addr, size_t size) noexcept;
   // Returns the pages and (strict mode) the commit charge; the range stays reserved.
   [[nodiscard]] bool decommit(void* addr, size_t size) noexcept;
+  // Guard pages (hardened mode's huge blocks). guard() makes the range fault
+  // on any access: mprotect(PROT_NONE), pages kept, in normal mode; under
+  // strict overcommit it is decommit (PROT_NONE mapped over it: the pages
+  // and the charge go too). unguard() makes a guarded range read/write
+  // again: mprotect in either mode (under strict overcommit, a commit).
+  [[nodiscard]] bool guard(void* addr, size_t size) noexcept;
+  [[nodiscard]] bool unguard(void* addr, size_t size) noexcept;
   // Maps fresh reserved space over [addr, addr+size), which the caller owns
   // (MAP_FIXED): its pages and commit charge go, and the new mapping merges
   // with neighbours that have the same flags. (Pages moved in by mremap keep

@@ -31,6 +31,7 @@
 #include "core/runtime.h"
 #include "ductile/ductile.h"
 #include "support/fake_kernel.h"
+#include "support/maps.h"
 #include "support/patterns.h"
 
 namespace ductile {
@@ -47,12 +48,15 @@ namespace core {
 // commit is mprotect, decommit an mmap) or "limit" (RLIMIT_AS 64 MiB, not
 // enforced: reservations of 4 MiB, so that most huge blocks map one of
 // their own, and a refused one unmaps the free extents and tries again);
-// anything else, normal mode.
+// anything else, normal mode. "hardened" and "hardened_strict" are normal
+// and strict with hardened:true (main sets it), whose huge blocks end at a
+// guard: the guards' mprotect and mmap calls fail in turn too.
 os::Kernel& runtime_kernel() noexcept {
   auto* k = new (g_kernel_storage) test::FakeKernel();
   k->log_calls = false;
   const char* mode = std::getenv("DUCTILE_FAULT_MODE");
-  if (mode != nullptr && std::strcmp(mode, "strict") == 0) k->overcommit = "2\n";
+  if (mode != nullptr && (std::strcmp(mode, "strict") == 0 || std::strcmp(mode, "hardened_strict") == 0))
+    k->overcommit = "2\n";
   if (mode != nullptr && std::strcmp(mode, "limit") == 0) k->as_limit = size_t{64} << 20;
   g_kernel = k;
   return *k;
@@ -139,6 +143,10 @@ void sweep(const char* name, F one) {
         if (p != nullptr) {
           fill(p, 100, 5);
           EXPECT_TRUE(check(p, 100, 5));
+          if (core::g_hardened && size >= kHugePage) {  // still guarded
+            const uintptr_t end = addr(p) + ductile_malloc_usable_size(p);
+            EXPECT_EQ(test::writable_bytes(end, end + kPage), 0u) << name << ": no guard after call " << n;
+          }
         }
         ductile_free(p);
       }
@@ -445,6 +453,15 @@ TEST(FaultSweep, Fork) {
   });
 }
 
+// The hardened runs are hardened (their huge blocks end at a guard).
+TEST(FaultSweep, HardenedRunsAreHardened) {
+  const char* mode = std::getenv("DUCTILE_FAULT_MODE");
+  const bool asked = mode != nullptr && std::strncmp(mode, "hardened", 8) == 0;
+  ASSERT_TRUE(core::ensure_ready());
+  EXPECT_EQ(core::g_hardened, asked || kHardened);
+  EXPECT_EQ(core::rt().huge.options().guard, asked || kHardened);
+}
+
 // The figures for docs/ARCHITECTURE.md, printed once at the end.
 class Report : public ::testing::Environment {
  public:
@@ -463,11 +480,12 @@ int main(int argc, char** argv) {
   // option must be set before the runtime starts, so the program runs
   // itself again, once per mode of the kernel.
   if (std::getenv("DUCTILE_CONF") == nullptr) {
-    setenv("DUCTILE_CONF", "background_thread:false", 1);
     int failed = 0;
-    for (const char* mode : {"normal", "strict", "limit"}) {
+    for (const char* mode : {"normal", "strict", "limit", "hardened", "hardened_strict"}) {
       pid_t pid = fork();
       if (pid == 0) {
+        const bool hardened = std::strncmp(mode, "hardened", 8) == 0;
+        setenv("DUCTILE_CONF", hardened ? "background_thread:false,hardened:true" : "background_thread:false", 1);
         setenv("DUCTILE_FAULT_MODE", mode, 1);
         execv("/proc/self/exe", argv);
         std::perror("execv /proc/self/exe");

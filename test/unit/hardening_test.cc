@@ -215,6 +215,126 @@ TEST_F(Hardened, AWriteAfterFreeRedirectsNoAllocation) {
       ::testing::ExitedWithCode(0), "");
 }
 
+// ---- guard pages behind huge blocks --------------------------------------
+// In hardened mode the pages past a huge block's usable end are PROT_NONE
+// (the block's headroom is its guard): a write running off its end faults
+// instead of landing in the headroom or in a neighbour. Also once the block
+// has grown in place (the guard moves with the end) and once it has shrunk
+// (the freed tail becomes guard).
+
+// Writes one byte at p[at], through a volatile pointer (the compiler may
+// not drop or move it).
+void poke(void* p, size_t at) { static_cast<volatile char*>(p)[at] = 1; }
+
+constexpr size_t kHugeBlock = 3 << 20;
+
+TEST_F(Hardened, AWritePastAHugeBlockFaults) {
+  EXPECT_EXIT(
+      {
+        void* p = hardened_malloc(kHugeBlock);
+        const size_t usable = ductile_malloc_usable_size(p);
+        if (p == nullptr || usable < kHugeBlock) _exit(3);
+        std::memset(p, 7, usable);  // the block itself is all writable
+        poke(p, usable);
+        _exit(0);
+      },
+      ::testing::KilledBySignal(SIGSEGV), "");
+}
+
+TEST_F(Hardened, AReadPastAHugeBlockFaults) {
+  EXPECT_EXIT(
+      {
+        void* p = hardened_malloc(kHugeBlock);
+        const size_t usable = ductile_malloc_usable_size(p);
+        (void)static_cast<volatile char*>(p)[usable];
+        _exit(0);
+      },
+      ::testing::KilledBySignal(SIGSEGV), "");
+}
+
+TEST_F(Hardened, AWritePastAHugeBlockGrownInPlaceFaults) {
+  EXPECT_EXIT(
+      {
+        void* p = hardened_malloc(kHugeBlock);
+        void* q = ductile_realloc(p, kHugeBlock + (1 << 20));  // into the headroom
+        const size_t usable = ductile_malloc_usable_size(q);
+        if (q != p || usable < kHugeBlock + (1 << 20)) _exit(3);
+        std::memset(q, 7, usable);
+        poke(q, usable);
+        _exit(0);
+      },
+      ::testing::KilledBySignal(SIGSEGV), "");
+  EXPECT_EXIT(
+      {
+        void* p = hardened_malloc(kHugeBlock);
+        // Past the span: over the free neighbour, still in place.
+        void* q = ductile_realloc(p, 4 * kHugeBlock);
+        const size_t usable = ductile_malloc_usable_size(q);
+        if (q != p || usable < 4 * kHugeBlock) _exit(3);
+        std::memset(q, 7, usable);
+        poke(q, usable);
+        _exit(0);
+      },
+      ::testing::KilledBySignal(SIGSEGV), "");
+}
+
+TEST_F(Hardened, AWritePastAShrunkHugeBlockFaults) {
+  EXPECT_EXIT(
+      {
+        void* p = hardened_malloc(4 * kHugeBlock);
+        std::memset(p, 7, 4 * kHugeBlock);
+        void* q = ductile_realloc(p, kHugeBlock);
+        const size_t usable = ductile_malloc_usable_size(q);
+        if (q != p || usable < kHugeBlock || usable >= 4 * kHugeBlock) _exit(3);
+        std::memset(q, 8, usable);
+        poke(q, usable);
+        _exit(0);
+      },
+      ::testing::KilledBySignal(SIGSEGV), "");
+}
+
+// Freed, the span is reused whole: its guard does not outlive the block.
+TEST_F(Hardened, AHugeSpanIsWholeAgainOnceFreed) {
+  EXPECT_EXIT(
+      {
+        for (int i = 0; i < 4; i++) {
+          void* p = hardened_malloc(kHugeBlock << i);
+          const size_t usable = ductile_malloc_usable_size(p);
+          std::memset(p, i, usable);
+          ductile_free(p);
+          void* q = ductile_malloc(2 * (kHugeBlock << i));  // over the freed guard
+          std::memset(q, i, ductile_malloc_usable_size(q));
+          std::vector<void*> small;
+          for (int j = 0; j < 2000; j++) {
+            small.push_back(ductile_malloc(40000));
+            std::memset(small.back(), j, 40000);
+          }
+          for (void* s : small) ductile_free(s);
+          ductile_free(q);
+          (void)ductile_trim();
+        }
+        _exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// Without hardened mode a huge block has no guard, and its life makes no
+// mprotect (normal overcommit mode, where commit is no system call).
+TEST(DefaultMode, HugeBlocksMakeNoMprotect) {
+  ASSERT_TRUE(core::ensure_ready());
+  if (core::g_hardened || core::rt().os.features().strict_overcommit)
+    GTEST_SKIP() << "hardened build or strict overcommit";
+  const uint64_t before = core::rt().os.counters().get(os::Call::kMprotect);
+  void* p = ductile_malloc(kHugeBlock);
+  const size_t usable = ductile_malloc_usable_size(p);
+  std::memset(p, 1, usable);
+  static_cast<volatile char*>(p)[usable] = 1;  // the headroom: no guard
+  void* q = ductile_realloc(p, 2 * kHugeBlock);
+  q = ductile_realloc(q, kHugeBlock + 4096);
+  ductile_free(q);
+  EXPECT_EQ(core::rt().os.counters().get(os::Call::kMprotect), before);
+}
+
 // Without hardened mode the cheap checks still report: a pointer that is
 // not ours, one off the 8-byte grid, a huge or medium block freed twice.
 TEST(DefaultMode, CheapChecksReport) {

@@ -22,6 +22,7 @@
 #include "support/fake_clock.h"
 #include "support/fake_kernel.h"
 #include "support/layers.h"
+#include "support/maps.h"
 
 namespace ductile {
 namespace {
@@ -1093,6 +1094,248 @@ TEST_F(HugeTest, StrictOvercommitMovesCommitTheTarget) {
   expect_empty();
 }
 
+// ---- guard pages (hardened mode) ---------------------------------------------
+// With Options::guard, everything past a block's usable end up to its span's
+// end is PROT_NONE: the headroom is the guard, and the span always has at
+// least a page of it. Checked with the kernel's own view (/proc/self/maps).
+
+huge::Options guarded() {
+  huge::Options o;
+  o.guard = true;
+  return o;
+}
+
+class HugeGuardTest : public HugeTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  // GetParam(): strict overcommit.
+  void make_guarded(size_t reservation = 256 * kMiB, unsigned growth_headroom_factor = 7) {
+    kernel_.overcommit = GetParam() ? "2\n" : "0\n";
+    huge::Options o = guarded();
+    o.growth_headroom_factor = growth_headroom_factor;
+    make(reservation, o);
+    ASSERT_EQ(os_->features().strict_overcommit, GetParam());
+  }
+  // The block writable, all of the rest of its span not, and some of it there.
+  void expect_guarded(const Extent* e) {
+    ASSERT_NE(e, nullptr);
+    EXPECT_GE(e->end(), e->base + e->usable + kPage) << "no guard page in the span";
+    EXPECT_EQ(test::writable_bytes(e->base, e->base + e->usable), e->usable);
+    EXPECT_EQ(test::writable_bytes(e->base + e->usable, e->end()), 0u);
+  }
+  // A span that went back: all of it usable again for whoever takes it next.
+  // (Under strict overcommit free space is PROT_NONE anyway, until committed.)
+  void expect_reusable(uintptr_t lo, uintptr_t hi) {
+    if (!GetParam()) {
+      EXPECT_EQ(test::writable_bytes(lo, hi), hi - lo);
+    }
+  }
+};
+
+TEST_P(HugeGuardTest, EveryBlockEndsAtAGuard) {
+  make_guarded();
+  for (size_t size : {2 * kMiB, 3 * kMiB, 3 * kMiB + 1, 4 * kMiB, 10 * kMiB}) {
+    void* p = alloc(size);
+    Extent* e = extent(p);
+    EXPECT_GE(e->usable, size);
+    fill(p, e->usable, 'g');
+    expect_guarded(e);
+    const uintptr_t lo = e->base, hi = e->end();
+    free(p);
+    expect_reusable(lo, hi);
+  }
+  expect_empty();
+}
+
+TEST_P(HugeGuardTest, TheGuardFollowsGrowthInPlaceAndShrink) {
+  make_guarded();
+  void* p = alloc(3 * kMiB);
+  Extent* e = extent(p);
+  fill(p, 3 * kMiB, 'a');
+  // Headroom (normal mode; under strict overcommit a new block has none):
+  // one mprotect that opens the added pages.
+  const uint64_t before = syscalls(), mprotects = calls(os::Call::kMprotect);
+  ASSERT_EQ(huge_->resize(e, 3 * kMiB + 512 * 1024, kPage, false), p);
+  if (!GetParam()) {
+    EXPECT_EQ(syscalls() - before, 1u);
+    EXPECT_EQ(calls(os::Call::kMprotect) - mprotects, 1u);
+    EXPECT_EQ(growth(GrowthPath::kHeadroom), 1u);
+  }
+  expect_guarded(e);
+  // Exactly to the span's end would leave no guard: it takes the neighbour.
+  const uint64_t neighbour = growth(GrowthPath::kNeighbour);
+  ASSERT_EQ(huge_->resize(e, e->size, kPage, false), p);
+  EXPECT_EQ(growth(GrowthPath::kNeighbour), neighbour + 1);
+  expect_guarded(e);
+  fill(p, e->usable, 'b');
+  ASSERT_EQ(huge_->resize(e, 40 * kMiB, kPage, false), p);
+  expect_guarded(e);
+  fill(p, e->usable, 'c');
+  // Shrink: the pages given up become guard (and the span's tail goes back).
+  EXPECT_EQ(huge_->resize_in_place(e, 5 * kMiB, false), 5 * kMiB);
+  expect_guarded(e);
+  EXPECT_TRUE(holds(p, 5 * kMiB, 'c'));
+  // Regrow over them: open again, and zeroed when asked.
+  ASSERT_EQ(huge_->resize(e, 7 * kMiB, kPage, true), p);
+  expect_guarded(e);
+  EXPECT_TRUE(all_zero(static_cast<char*>(p) + 5 * kMiB, 2 * kMiB));
+  fill(p, 7 * kMiB, 'd');
+  expect_consistent();
+  const uintptr_t lo = e->base, hi = e->end();
+  free(p);
+  expect_reusable(lo, hi);
+  expect_empty();
+}
+
+TEST_P(HugeGuardTest, TheGuardFollowsFixedMapMremapAndCopy) {
+  make_guarded(4 * kMiB, 1);  // spans of twice the block: each move doubles, not octuples, them
+  void* p = alloc(2 * kMiB);
+  Extent* e = extent(p);
+  fill(p, 2 * kMiB, 'f');
+  if (unmapped(e->end(), 16 * kMiB) && chunks_->lookup(ptr(e->end())) == nullptr) {
+    ASSERT_EQ(huge_->resize(e, 12 * kMiB, kPage, false), p);
+    EXPECT_EQ(growth(GrowthPath::kFixedMap), 1u);
+    expect_guarded(e);
+    fill(p, 12 * kMiB, 'f');
+  }
+  Blocker b = block_after(e);
+  void* q = huge_->resize(e, 2 * e->size, kPage, false);
+  ASSERT_NE(q, nullptr);
+  unblock(b);
+  EXPECT_EQ(growth(GrowthPath::kMremap), 1u);
+  Extent* t = extent(q);
+  expect_guarded(t);
+  EXPECT_TRUE(holds(q, 2 * kMiB, 'f'));
+  fill(q, t->usable, 'm');
+  b = block_after(t);
+  kernel_.fail(Sys::kMremap, ENOMEM);
+  void* r = huge_->resize(t, 2 * t->size, kPage, true);
+  kernel_.clear_failures();
+  ASSERT_NE(r, nullptr);
+  unblock(b);
+  EXPECT_EQ(growth(GrowthPath::kCopy), 1u);
+  Extent* c = extent(r);
+  expect_guarded(c);
+  EXPECT_TRUE(holds(r, 2 * kMiB, 'm'));
+  fill(r, c->usable, 'c');
+  free(r);
+  expect_empty();
+  // Everything that went back is usable again.
+  void* big = alloc(64 * kMiB);
+  fill(big, 64 * kMiB, 'x');
+  expect_guarded(extent(big));
+  free(big);
+  expect_empty();
+}
+
+// Free spans are whole again: many blocks of mixed sizes, freed in a random
+// order and reallocated bigger, always end at a guard and never fault.
+TEST_P(HugeGuardTest, RandomCycleKeepsEveryGuard) {
+  make_guarded(64 * kMiB, 1);
+  std::mt19937 rng(12);
+  std::vector<void*> live;
+  for (int i = 0; i < 150; i++) {
+    if (!live.empty() && rng() % 3 == 0) {
+      size_t k = rng() % live.size();
+      Extent* e = extent(live[k]);
+      const size_t to = (2 + rng() % 12) * kMiB + (rng() % 4) * kPage;
+      void* q = huge_->resize(e, to, kPage, rng() % 2 == 0);
+      ASSERT_NE(q, nullptr);
+      Extent* t = extent(q);
+      expect_guarded(t);
+      fill(q, t->usable, static_cast<unsigned char>(i));
+      live[k] = q;
+    } else if (!live.empty() && rng() % 2 == 0) {
+      size_t k = rng() % live.size();
+      free(live[k]);
+      live.erase(live.begin() + static_cast<long>(k));
+    } else {
+      void* p = alloc((2 + rng() % 6) * kMiB + (rng() % 3) * kPage);
+      Extent* e = extent(p);
+      expect_guarded(e);
+      fill(p, e->usable, static_cast<unsigned char>(i));
+      live.push_back(p);
+    }
+    if (HasFatalFailure() || HasFailure()) break;
+  }
+  for (void* p : live) free(p);
+  expect_empty();
+}
+
+// A guard splits its reservation's mapping (2 more mappings per live block);
+// in normal overcommit mode, lifted, the pieces merge again: freed blocks leave no mappings behind,
+// also when each block's pages were first written after the split.
+TEST_P(HugeGuardTest, FreedBlocksLeaveNoMappingsBehind) {
+  make_guarded();
+  std::vector<void*> warm;  // the reservations, made before counting
+  for (int i = 0; i < 60; i++) warm.push_back(alloc(2 * kMiB));
+  for (void* p : warm) free(p);
+  const size_t before = test::mapping_count();
+  std::vector<void*> live;
+  for (size_t i = 0; i < 60; i++) {
+    void* p = alloc(2 * kMiB + (i % 3) * kPage);
+    live.push_back(p);
+  }
+  const size_t during = test::mapping_count();
+  for (size_t i = 0; i < live.size(); i++) static_cast<char*>(live[i])[kPage * (i % 4)] = 1;
+  for (void* p : live) free(p);
+  const size_t after = test::mapping_count();
+  // (Under strict overcommit freed blocks stay committed, read/write
+  // islands in PROT_NONE free space, until decay purges them.)
+  if (!GetParam()) {
+    EXPECT_GE(during, before + 2 * live.size() - 2);
+    EXPECT_LE(after, before + 2) << "during " << during;
+  }
+  expect_empty();
+}
+
+// A shrink whose guard the kernel refuses does not happen: the block keeps
+// its size, its bytes and its guard.
+TEST_P(HugeGuardTest, ARefusedGuardLeavesTheShrinkUndone) {
+  make_guarded();
+  void* p = alloc(10 * kMiB);
+  Extent* e = extent(p);
+  fill(p, 10 * kMiB, 's');
+  kernel_.fail(GetParam() ? Sys::kMmap : Sys::kMprotect, ENOMEM, 1000);
+  EXPECT_EQ(huge_->resize_in_place(e, 3 * kMiB, false), 10 * kMiB);
+  EXPECT_EQ(huge_->resize(e, 3 * kMiB, kPage, false), p);
+  kernel_.clear_failures();
+  EXPECT_EQ(e->usable, 10 * kMiB);
+  expect_guarded(e);
+  EXPECT_TRUE(holds(p, 10 * kMiB, 's'));
+  EXPECT_EQ(huge_->resize_in_place(e, 3 * kMiB, false), 3 * kMiB);
+  expect_guarded(e);
+  EXPECT_TRUE(holds(p, 3 * kMiB, 's'));
+  free(p);
+  expect_empty();
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, HugeGuardTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return std::string(i.param ? "strict" : "normal");
+                         });
+
+// Without the guard (the default), no mprotect anywhere in a block's life
+// in normal overcommit mode, and headroom growth is free.
+TEST_F(HugeTest, DefaultModeMakesNoMprotect) {
+  const uint64_t before = calls(os::Call::kMprotect);
+  void* p = alloc(3 * kMiB);
+  const uint64_t all = syscalls();
+  ASSERT_EQ(huge_->resize(extent(p), 3 * kMiB + 512 * 1024, kPage, false), p);
+  EXPECT_EQ(syscalls(), all);  // headroom: no call at all
+  ASSERT_EQ(huge_->resize(extent(p), 40 * kMiB, kPage, false), p);
+  EXPECT_EQ(huge_->resize_in_place(extent(p), 5 * kMiB, false), 5 * kMiB);
+  void* busy = alloc(2 * kMiB);
+  Blocker b = block_after(extent(p));
+  void* q = huge_->resize(extent(p), 200 * kMiB, kPage, true);
+  ASSERT_NE(q, nullptr);
+  unblock(b);
+  free(q);
+  free(busy);
+  EXPECT_EQ(test::writable_bytes(addr(q), addr(q) + 200 * kMiB), 200 * kMiB);
+  EXPECT_EQ(calls(os::Call::kMprotect), before);
+  expect_empty();
+}
+
 // ---- failures of every system call on the way -------------------------------
 
 struct Scenario {
@@ -1101,6 +1344,7 @@ struct Scenario {
   size_t reservation;
   bool busy_neighbour;
   size_t grow_to;
+  bool guard = false;
 };
 
 void PrintTo(const Scenario& sc, std::ostream* os) { *os << sc.name; }
@@ -1114,7 +1358,7 @@ TEST_P(HugeFailure, EachFailingCallLeavesTheOldBlockIntactAndNothingLeaks) {
     for (int times : {1, 1000}) {  // that one call, or every call from then on
       for (int skip = 0; skip < 16; skip++) {
         kernel_.overcommit = sc.strict ? "2\n" : "0\n";
-        make(sc.reservation);
+        make(sc.reservation, sc.guard ? guarded() : huge::Options());
         void* p = alloc(2 * kMiB);
         void* busy = sc.busy_neighbour ? alloc(2 * kMiB) : nullptr;
         fill(p, 2 * kMiB, 'o');
@@ -1134,11 +1378,18 @@ TEST_P(HugeFailure, EachFailingCallLeavesTheOldBlockIntactAndNothingLeaks) {
           EXPECT_TRUE(holds(p, 2 * kMiB, 'o'));
           fill(p, 2 * kMiB, 'p');
           q = p;
+          if (sc.guard) {
+            EXPECT_EQ(test::writable_bytes(e->base + e->usable, e->end()), 0u) << "guard lost";
+          }
         } else {
           EXPECT_TRUE(holds(q, 2 * kMiB, 'o'));
           EXPECT_EQ(extent(q)->usable, sc.grow_to);
           fill(q, sc.grow_to, 'o');
           fill(q, 2 * kMiB, 'p');
+          if (sc.guard) {
+            Extent* t = extent(q);
+            EXPECT_EQ(test::writable_bytes(t->base + t->usable, t->end()), 0u) << "no guard";
+          }
         }
         expect_consistent();
         // And it still works once the kernel agrees: grows again, and frees.
@@ -1189,7 +1440,7 @@ TEST_P(HugeFailure, AllocUnderFailuresKeepsNothing) {
   const Scenario sc = GetParam();
   for (Sys sys : {Sys::kMmap, Sys::kMprotect, Sys::kMadvise}) {
     kernel_.overcommit = sc.strict ? "2\n" : "0\n";
-    make(sc.reservation);
+    make(sc.reservation, sc.guard ? guarded() : huge::Options());
     kernel_.fail(sys, ENOMEM, 1000);
     void* p = huge_->alloc(sc.grow_to, kPage, false);
     kernel_.clear_failures();
@@ -1207,7 +1458,14 @@ INSTANTIATE_TEST_SUITE_P(
                       Scenario{"fixed_map", false, 4 * kMiB, false, 16 * kMiB},
                       Scenario{"strict_headroom", true, 256 * kMiB, false, 4 * kMiB},
                       Scenario{"strict_mremap", true, 256 * kMiB, true, 8 * kMiB},
-                      Scenario{"strict_fixed_map", true, 4 * kMiB, false, 16 * kMiB}),
+                      Scenario{"strict_fixed_map", true, 4 * kMiB, false, 16 * kMiB},
+                      Scenario{"guard_headroom", false, 256 * kMiB, false, 3 * kMiB, true},
+                      Scenario{"guard_neighbour", false, 256 * kMiB, false, 24 * kMiB, true},
+                      Scenario{"guard_mremap", false, 256 * kMiB, true, 8 * kMiB, true},
+                      Scenario{"guard_fixed_map", false, 4 * kMiB, false, 16 * kMiB, true},
+                      Scenario{"guard_strict_neighbour", true, 256 * kMiB, false, 3 * kMiB, true},
+                      Scenario{"guard_strict_mremap", true, 256 * kMiB, true, 8 * kMiB, true},
+                      Scenario{"guard_strict_fixed_map", true, 4 * kMiB, false, 16 * kMiB, true}),
     [](const ::testing::TestParamInfo<Scenario>& i) { return std::string(i.param.name); });
 
 // ---- statistics ----------------------------------------------------------------
