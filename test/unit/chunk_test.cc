@@ -878,6 +878,57 @@ TEST_F(ChunkTest, StrictOvercommitPurgeGivesTheChargeBack) {
   chunks_->free(b.extent);
 }
 
+// Near vm.max_map_count (the fake kernel's model, 400 here): decommitting
+// a freed extent between live ones splits its mapping in three. Past half
+// the limit the chunk layer purges with madvise instead and keeps the range
+// committed, so the program keeps the other half, and no call is refused.
+TEST_F(ChunkTest, StrictOvercommitPurgeStopsSplittingPastHalfTheMappingLimit) {
+  kernel_.overcommit = "2\n";
+  kernel_.map_limit = 400;
+  kernel_.other_mappings = 100;  // the program's own
+  make(256 * kMiB);
+  ASSERT_TRUE(os_->features().strict_overcommit);
+  constexpr size_t kBlocks = 600, kSize = 16 * kPage;
+  std::vector<Extent*> v;
+  for (size_t i = 0; i < kBlocks; i++) {
+    v.push_back(alloc(kSize));
+    ASSERT_NE(v.back(), nullptr);
+  }
+  for (size_t i = 0; i < kBlocks; i += 2) chunks_->free(v[i]);
+  // Every freed extent is purged, split or not.
+  EXPECT_EQ(chunks_->trim(), kBlocks / 2 * kSize);
+  EXPECT_EQ(kernel_.map_refusals(), 0u);
+  EXPECT_LE(kernel_.peak_mappings(), 400u * 5 / 8);
+  // And handed out again, writable.
+  for (size_t i = 0; i < kBlocks; i += 2) {
+    v[i] = alloc(kSize);
+    ASSERT_NE(v[i], nullptr);
+    std::memset(ptr(v[i]->base), 'm', kSize);
+  }
+  EXPECT_EQ(kernel_.map_refusals(), 0u);
+  for (Extent* e : v) chunks_->free(e);
+}
+
+// A program already at the limit: a decommit that the kernel refuses
+// (ENOMEM: it would split a mapping) still purges the pages, by madvise.
+TEST_F(ChunkTest, StrictOvercommitPurgeRefusedAtTheMappingLimitStillPurges) {
+  kernel_.overcommit = "2\n";
+  kernel_.map_limit = 400;
+  make(64 * kMiB);
+  std::vector<Extent*> v;
+  for (size_t i = 0; i < 8; i++) v.push_back(alloc(16 * kPage));
+  kernel_.other_mappings = 400 - kernel_.mappings();  // the rest is the program's
+  for (size_t i = 0; i < 8; i += 2) chunks_->free(v[i]);
+  EXPECT_EQ(chunks_->trim(), 4 * 16 * kPage);
+  EXPECT_LE(kernel_.mappings(), 400u);
+  for (size_t i = 0; i < 8; i += 2) {
+    v[i] = alloc(16 * kPage);
+    ASSERT_NE(v[i], nullptr);
+    std::memset(ptr(v[i]->base), 'n', 16 * kPage);
+  }
+  for (Extent* e : v) chunks_->free(e);
+}
+
 TEST_F(ChunkTest, FreeReturnsAnUnwrittenTailClean) {
   Extent* a = alloc(16 * kPage);
   Extent* guard = alloc(kPage);
