@@ -63,6 +63,7 @@ class MapBudget {
   // again: a run of refusals (strict overcommit out of commit charge, which
   // is ENOMEM too) costs one count per this many.
   static constexpr size_t kRefusedGap = 64;
+  static constexpr size_t kFirstGap = 64;
   void recount(Kernel& k, bool for_refusal) noexcept;
   size_t gap_after(size_t count) const noexcept;
 
