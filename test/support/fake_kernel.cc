@@ -144,6 +144,34 @@ void FakeKernel::apply(Segs& m, uintptr_t a, uintptr_t b, Change c, int prot) {
   merge_around(m, a, b);
 }
 
+long FakeKernel::delta(uintptr_t a, uintptr_t b, Change c, int prot) const {
+  // Merges reach only the segments next to the range: a copy of those is enough.
+  Segs local;
+  auto it = segs_.lower_bound(a);
+  if (it != segs_.begin()) --it;
+  for (; it != segs_.end(); ++it) {
+    local.insert(*it);
+    if (it->first > b) break;
+  }
+  const long before = static_cast<long>(local.size());
+  apply(local, a, b, c, prot);
+  return static_cast<long>(local.size()) - before;
+}
+
+bool FakeKernel::admit(long d) {
+  if (static_cast<long>(segs_.size() + other_mappings) + d > static_cast<long>(map_limit)) {
+    refusals_++;
+    errno = ENOMEM;
+    return false;
+  }
+  return true;
+}
+
+void FakeKernel::commit(uintptr_t a, uintptr_t b, Change c, int prot) {
+  apply(segs_, a, b, c, prot);
+  if (segs_.size() + other_mappings > peak_) peak_ = segs_.size() + other_mappings;
+}
+
 bool FakeKernel::admit(const Segs& next) {
   if (next.size() + other_mappings > map_limit) {
     refusals_++;
@@ -163,24 +191,18 @@ void* FakeKernel::mmap(void* addr, size_t len, int prot, int flags) noexcept {
   if (no_map_fixed_noreplace) flags &= ~kNoreplace;
   if (!model_on()) return ::mmap(addr, len, prot, flags, -1, 0);
   std::lock_guard<std::mutex> g(mu_);
+  const uintptr_t a = uintptr_t(addr), b = page_end(a, len);
   const bool fixed = (flags & (MAP_FIXED | kNoreplace)) != 0;
-  Segs next = segs_;
-  if (fixed) {
-    apply(next, uintptr_t(addr), page_end(uintptr_t(addr), len), Change::kMap, prot);
-    if (!admit(next)) return MAP_FAILED;
-  }
+  if (fixed && !admit(delta(a, b, Change::kMap, prot))) return MAP_FAILED;
   void* p = ::mmap(addr, len, prot, flags, -1, 0);
   if (p == MAP_FAILED) return p;
   if (!fixed || p != addr) {
-    next = segs_;
-    apply(next, uintptr_t(p), page_end(uintptr_t(p), len), Change::kMap, prot);
-    if (!admit(next)) {
+    if (!admit(delta(uintptr_t(p), page_end(uintptr_t(p), len), Change::kMap, prot))) {
       ::munmap(p, len);
       return MAP_FAILED;
     }
   }
-  segs_.swap(next);
-  if (segs_.size() + other_mappings > peak_) peak_ = segs_.size() + other_mappings;
+  commit(uintptr_t(p), page_end(uintptr_t(p), len), Change::kMap, prot);
   return p;
 }
 
@@ -191,11 +213,10 @@ int FakeKernel::munmap(void* addr, size_t len) noexcept {
   }
   if (!model_on()) return ::munmap(addr, len);
   std::lock_guard<std::mutex> g(mu_);
-  Segs next = segs_;
-  apply(next, uintptr_t(addr), page_end(uintptr_t(addr), len), Change::kUnmap, 0);
-  if (!admit(next)) return -1;
+  const uintptr_t a = uintptr_t(addr), b = page_end(a, len);
+  if (!admit(delta(a, b, Change::kUnmap, 0))) return -1;
   int r = ::munmap(addr, len);
-  if (r == 0) segs_.swap(next);
+  if (r == 0) commit(a, b, Change::kUnmap, 0);
   return r;
 }
 
@@ -206,14 +227,10 @@ int FakeKernel::mprotect(void* addr, size_t len, int prot) noexcept {
   }
   if (!model_on()) return ::mprotect(addr, len, prot);
   std::lock_guard<std::mutex> g(mu_);
-  Segs next = segs_;
-  apply(next, uintptr_t(addr), page_end(uintptr_t(addr), len), Change::kProtect, prot);
-  if (!admit(next)) return -1;
+  const uintptr_t a = uintptr_t(addr), b = page_end(a, len);
+  if (!admit(delta(a, b, Change::kProtect, prot))) return -1;
   int r = ::mprotect(addr, len, prot);
-  if (r == 0) {
-    segs_.swap(next);
-    if (segs_.size() + other_mappings > peak_) peak_ = segs_.size() + other_mappings;
-  }
+  if (r == 0) commit(a, b, Change::kProtect, prot);
   return r;
 }
 
@@ -295,15 +312,11 @@ int FakeKernel::madvise(void* addr, size_t len, int advice) noexcept {
   if (!model_on() || (advice != MADV_HUGEPAGE && advice != MADV_NOHUGEPAGE))
     return ::madvise(addr, len, advice);
   std::lock_guard<std::mutex> g(mu_);
-  Segs next = segs_;
-  apply(next, uintptr_t(addr), page_end(uintptr_t(addr), len),
-        advice == MADV_HUGEPAGE ? Change::kHuge : Change::kNoHuge, 0);
-  if (!admit(next)) return -1;
+  const uintptr_t a = uintptr_t(addr), b = page_end(a, len);
+  const Change c = advice == MADV_HUGEPAGE ? Change::kHuge : Change::kNoHuge;
+  if (!admit(delta(a, b, c, 0))) return -1;
   int r = ::madvise(addr, len, advice);
-  if (r == 0) {
-    segs_.swap(next);
-    if (segs_.size() + other_mappings > peak_) peak_ = segs_.size() + other_mappings;
-  }
+  if (r == 0) commit(a, b, c, 0);
   return r;
 }
 

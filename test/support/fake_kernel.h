@@ -122,7 +122,12 @@ class FakeKernel final : public os::Kernel {
   static void split_at(Segs& m, uintptr_t a);
   static void merge_around(Segs& m, uintptr_t a, uintptr_t b);
   static void apply(Segs& m, uintptr_t a, uintptr_t b, Change c, int prot);
-  // The model after a call, or false (errno ENOMEM) past the limit.
+  // The change in mappings a call would make; whether the limit allows it
+  // (if not: errno ENOMEM, counted as a refusal); the call made.
+  long delta(uintptr_t a, uintptr_t b, Change c, int prot) const;
+  bool admit(long delta);
+  void commit(uintptr_t a, uintptr_t b, Change c, int prot);
+  // The same for a model rebuilt whole (mremap).
   bool admit(const Segs& next);
   bool model_on() const { return map_limit != 0; }
   Segs segs_;
