@@ -51,6 +51,9 @@ class MapBudget {
     return !tight();
   }
   bool tight() const noexcept { return tight_.load(std::memory_order_relaxed); }
+  // After fork(): a count that another thread of the parent had under way
+  // never ends in the child.
+  void after_fork_in_child() noexcept { counting_.store(false, std::memory_order_relaxed); }
   // A call failed with ENOMEM: perhaps the limit. Counts again, unless the
   // last count was made for a refusal too, a few calls ago.
   void refused(Kernel& k) noexcept {

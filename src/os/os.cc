@@ -144,6 +144,7 @@ void Os::probe_batch_purge(void* scratch) noexcept {
 
 void Os::after_fork_in_child() noexcept {
   const KeepErrno keep;  // see common.h: errno is the caller's
+  maps_.after_fork_in_child();
   if (features_.self_pidfd >= 0) {
     // The inherited pidfd names the parent. Drop it and re-probe on a scratch page.
     kernel_.close(features_.self_pidfd);
@@ -215,6 +216,7 @@ bool Os::commit(void* addr, size_t size) noexcept {
 }
 
 Decommit Os::decommit(void* addr, size_t size, bool huge) noexcept {
+  const KeepErrno keep;  // see common.h: errno is the caller's (a count opens a file)
   if (features_.strict_overcommit) {
     // Mapping PROT_NONE over the range drops its pages and its commit charge
     // in one call -- and splits the read/write mapping it lies in.
