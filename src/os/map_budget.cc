@@ -31,6 +31,9 @@ void MapBudget::recount(Kernel& k, bool for_refusal) noexcept {
     last_.store(n, std::memory_order_relaxed);
     tight_.store(n >= threshold_, std::memory_order_relaxed);
     gap_.store(gap_after(n), std::memory_order_relaxed);
+  } else {
+    // /proc/self/maps unreadable (no /proc): try again only now and then.
+    gap_.store(threshold_, std::memory_order_relaxed);
   }
   since_.store(0, std::memory_order_relaxed);
   refusal_counted_.store(for_refusal, std::memory_order_relaxed);

@@ -66,6 +66,7 @@ class MapBudget {
   // again: a run of refusals (strict overcommit out of commit charge, which
   // is ENOMEM too) costs one count per this many.
   static constexpr size_t kRefusedGap = 64;
+  // Noted mappings before the first count (see gap_after).
   static constexpr size_t kFirstGap = 64;
   void recount(Kernel& k, bool for_refusal) noexcept;
   size_t gap_after(size_t count) const noexcept;
@@ -73,7 +74,7 @@ class MapBudget {
   size_t limit_ = kDefaultMaxMapCount;
   size_t threshold_ = kDefaultMaxMapCount / 2;
   std::atomic<size_t> since_{0};
-  std::atomic<size_t> gap_{kDefaultMaxMapCount / 32};
+  std::atomic<size_t> gap_{kFirstGap};
   std::atomic<size_t> last_{0};
   std::atomic<bool> tight_{false};
   std::atomic<bool> counting_{false};
