@@ -5,8 +5,8 @@
 # allocator answers mallctl("stats.metadata"): ductile and jemalloc; "-"
 # elsewhere) and each case's own figures. See bench/scale.c for the cases.
 #
-#   bench/compare-scale.sh [--quick] [--cases "1 2 4 5 6 7"] [--rounds N]
-#                          [--blocks N] [--medium N] [--gib X] [--small-gib X]
+#   bench/compare-scale.sh [--quick] [--cases "1 2 2f 4 5 6 7"] [--rounds N]
+#                          [--blocks N] [--medium N] [--fill N] [--gib X] [--small-gib X]
 #                          [--write BYTES] [--idle-mib N] [--decay-ms N]
 #                          [--heap-mib N] [--calloc-mib N] [--timeout S]
 #                          [--build-dir DIR] [--ductile LIB] [--out DIR]
@@ -14,7 +14,9 @@
 # Defaults are the issue's sizes: 1 000 000 rounds (case 1), 100 000 huge
 # plus 100 000 medium blocks (case 2), 16 GiB of 16 KiB and of 64 KiB blocks
 # and 2 GiB of 256 B objects (case 4), 512 MiB idle (case 5), a 1 GiB heap
-# (case 6), 1 GiB (case 7). --quick: 20 000 rounds, 10 000 blocks, 1 GiB,
+# (case 6), 1 GiB (case 7). Case 2f is case 2 near vm.max_map_count: the
+# program first holds mappings of its own up to --fill (default 2 000) below
+# the limit, and every other block is freed and allocated again. --quick: 20 000 rounds, 10 000 blocks, 1 GiB,
 # 256 MiB. Cases 5 and 6 run with a decay time of --decay-ms (default 1000)
 # for the allocators that have one: DUCTILE_CONF=decay_ms:N,
 # MALLOC_CONF=dirty_decay_ms:N (jemalloc); the others keep their own policy.
@@ -30,12 +32,13 @@ script_dir=$(cd "$(dirname "$0")" && pwd)
 build_dir=${BUILD_DIR:-$(dirname "$script_dir")}
 ductile_lib=${DUCTILE_LIB:-}
 quick=no
-cases="1 2 4 5 6 7"
+cases="1 2 2f 4 5 6 7"
+fill=2000
 rounds= blocks= medium= gib= small_gib= write=0 idle_mib= decay_ms=1000 heap_mib= calloc_mib=
 timeout_s=600
 out=
 
-parse_options --quick:quick=yes --cases=cases --rounds=rounds --blocks=blocks --medium=medium --gib=gib \
+parse_options --quick:quick=yes --cases=cases --rounds=rounds --blocks=blocks --medium=medium --fill=fill --gib=gib \
   --small-gib=small_gib --write=write --idle-mib=idle_mib --decay-ms=decay_ms --heap-mib=heap_mib \
   --calloc-mib=calloc_mib --timeout=timeout_s --build-dir=build_dir --ductile=ductile_lib --out=out -- "$@"
 
@@ -64,6 +67,7 @@ args_for() {
   case $1 in
     1) echo "--rounds $rounds" ;;
     2) echo "--blocks $blocks --medium $medium" ;;
+    2f) echo "--blocks $blocks --medium $medium --fill $fill" ;;
     4) echo "--gib $gib --small-gib $small_gib --write $write" ;;
     5) echo "--idle-mib $idle_mib --decay-ms $decay_ms" ;;
     6) echo "--heap-mib $heap_mib --decay-ms $decay_ms" ;;
@@ -83,7 +87,7 @@ for c in $cases; do
       env+=(DUCTILE_CONF="decay_ms:$decay_ms" MALLOC_CONF="dirty_decay_ms:$decay_ms")
     fi
     # shellcheck disable=SC2086
-    line=$(env "${env[@]}" timeout "$timeout_s" "$prog" --case "$c" $args 2>"$out/case$c.$name.err")
+    line=$(env "${env[@]}" timeout "$timeout_s" "$prog" --case "${c%f}" $args 2>"$out/case$c.$name.err")
     rc=$?
     [ $rc -eq 0 ] || line="case=$c status=failed(rc=$rc,$(head -c 80 "$out/case$c.$name.err" | tr '\n= ' '   '))"
     echo "allocator=$name $line" >> "$out/case$c.txt"

@@ -9,7 +9,11 @@
  *      a and b written).
  *   2  live huge blocks: --blocks blocks of --huge bytes (and --medium blocks
  *      of --medium-size bytes), none written unless --touch; then whether
- *      a plain mmap and pthread_create still work.
+ *      a plain mmap and pthread_create still work. With --fill N the
+ *      program first makes mappings of its own (plain mmap, split by
+ *      mprotect) up to N below vm.max_map_count, and after the allocation
+ *      every other block is freed, malloc_trim(0) called and the freed
+ *      blocks allocated again (refill=ok/total) before the checks.
  *   4  a growing heap: 16 KiB blocks up to --gib GiB, 64 KiB blocks up to
  *      --gib GiB and 256 B objects up to --small-gib GiB, never freed; the
  *      first --write bytes of each block are written (default 0: the cost
@@ -35,6 +39,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -58,6 +63,7 @@ static long opt_decay_ms = 1000;
 static long opt_heap_mib = 1024;
 static long opt_calloc_mib = 1024;
 static size_t opt_write = 0;
+static long opt_fill = 0;
 
 static double now_s(void) {
   struct timespec ts;
@@ -153,23 +159,51 @@ static void case_churn(void) {
 /* ---- 2 ---------------------------------------------------------------- */
 static void* idle_thread(void* arg) { return arg; }
 
+/* Mappings of the program's own up to `below` under vm.max_map_count: one
+ * read-only mapping with every other page made PROT_NONE. */
+static long fill_maps(long below) {
+  char buf[64];
+  long limit = read_proc("/proc/sys/vm/max_map_count", buf, sizeof buf) ? atol(buf) : 65530;
+  long splits = (limit - below - maps_lines()) / 2;
+  if (splits <= 0) return 0;
+  size_t page = 4096, size = (size_t)(2 * splits + 1) * page;
+  char* p = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return 0;
+  for (long i = 0; i < splits; i++)
+    if (mprotect(p + (size_t)(2 * i + 1) * page, page, PROT_NONE) != 0) break;
+  return limit;
+}
+
 static void case_live_blocks(void) {
+  long limit = opt_fill > 0 ? fill_maps(opt_fill) : 0;
   long maps0 = maps_lines();
   long total = opt_blocks + opt_medium;
   /* The pointer array is mapped directly, outside the allocator measured. */
   void** v = mmap(NULL, (size_t)total * sizeof(void*), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (v == MAP_FAILED) exit(1);
+  size_t* sizes = mmap(NULL, (size_t)total * sizeof(size_t), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (v == MAP_FAILED || sizes == MAP_FAILED) exit(1);
   double t0 = now_s();
   long ok_huge = 0, ok_medium = 0;
   for (long i = 0; i < total; i++) {
     /* Huge and medium blocks alternate while both remain. */
     int huge = ok_huge < opt_blocks && (ok_medium >= opt_medium || ok_huge <= ok_medium);
     size_t size = huge ? opt_huge : opt_medium_size;
+    sizes[i] = size;
     v[i] = malloc(size);
     if (v[i] == NULL) break;
     if (opt_touch) ((char*)v[i])[0] = 1;
     if (huge) ok_huge++;
     else ok_medium++;
+  }
+  long n = ok_huge + ok_medium, refill = 0, refilled = 0;
+  if (opt_fill > 0) {
+    for (long i = 0; i < n; i += 2) free(v[i]);
+    malloc_trim(0);
+    for (long i = 0; i < n; i += 2, refill++) {
+      v[i] = malloc(sizes[i]);
+      if (v[i] != NULL) refilled++;
+      else v[i] = malloc(1);  /* keep the array's entries freeable */
+    }
   }
   double t = now_s() - t0;
   long maps1 = maps_lines();
@@ -182,6 +216,7 @@ static void case_live_blocks(void) {
   printf("case=2 huge=%ld/%ld medium=%ld/%ld maps_per_block=%.3f mmap_after=%s thread_after=%s ", ok_huge,
          opt_blocks, ok_medium, opt_medium, (double)(maps1 - maps0) / (double)(ok_huge + ok_medium),
          mmap_ok ? "ok" : "FAIL", thread_ok ? "ok" : "FAIL");
+  if (opt_fill > 0) printf("limit=%ld maps_before=%ld refill=%ld/%ld ", limit, maps0, refilled, refill);
   report_common(t);
   printf("\n");
   for (long i = 0; i < total && v[i] != NULL; i++) free(v[i]);
@@ -354,7 +389,7 @@ static void usage(void) {
           "usage: scale --case N [--rounds N] [--blocks N] [--medium N] [--huge BYTES]\n"
           "             [--medium-size BYTES] [--touch] [--gib X] [--small-gib X]\n"
           "             [--idle-mib N] [--decay-ms N] [--heap-mib N] [--calloc-mib N]\n"
-          "             [--write BYTES]\n");
+          "             [--write BYTES] [--fill N]\n");
   exit(2);
 }
 
@@ -378,6 +413,7 @@ int main(int argc, char** argv) {
     else if (!strcmp(a, "--heap-mib")) opt_heap_mib = atol(v);
     else if (!strcmp(a, "--calloc-mib")) opt_calloc_mib = atol(v);
     else if (!strcmp(a, "--write")) opt_write = strtoul(v, NULL, 0);
+    else if (!strcmp(a, "--fill")) opt_fill = atol(v);
     else usage();
   }
   setvbuf(stdout, NULL, _IONBF, 0);

@@ -15,6 +15,8 @@ libductile_core_la_SOURCES = \
 	src/os/kernel_linux.cc \
 	src/os/os.h \
 	src/os/os.cc \
+	src/os/map_budget.h \
+	src/os/map_budget.cc \
 	src/chunk/extent.h \
 	src/chunk/page_map.h \
 	src/chunk/page_map.cc \

@@ -750,13 +750,20 @@ ChunkLayer::PurgeResult ChunkLayer::purge_marked(Extent* const* batch, size_t n)
   os::Range ranges[os::kPurgeBatch] = {};
   size_t index[os::kPurgeBatch];
   bool purged[os::kPurgeBatch] = {};
+  bool kept[os::kPurgeBatch] = {};  // purged but still committed (near the mapping limit)
   size_t m = 0;
   for (size_t i = 0; i < n; i++) {
     if (batch[i]->remapped) {
       purged[i] = map_fresh(batch[i]);
     } else if (strict) {
       // (Mapped afresh, PROT_NONE, with the huge-page advice of its space.)
-      purged[i] = !batch[i]->committed || map_fresh(batch[i]);
+      if (!batch[i]->committed) {
+        purged[i] = true;
+      } else {
+        const os::Decommit d = os_.decommit(ptr(batch[i]->base), batch[i]->size, batch[i]->thp);
+        purged[i] = d != os::Decommit::kFailed;
+        kept[i] = d == os::Decommit::kPurged;
+      }
     } else {
       index[m] = i;
       ranges[m++] = {ptr(batch[i]->base), batch[i]->size};
@@ -774,7 +781,7 @@ ChunkLayer::PurgeResult ChunkLayer::purge_marked(Extent* const* batch, size_t n)
       stats_.purged_bytes += batch[i]->size;
       stats_.purges++;
       if (batch[i]->remapped) set_remapped(batch[i], false);
-      if (strict) batch[i]->committed = false;  // decommitted, or mapped afresh: as a new reservation
+      if (strict && !kept[i]) batch[i]->committed = false;  // decommitted, or mapped afresh: as a new reservation
       insert_free(batch[i], ExtentState::kClean);
     } else {
       complete = false;

@@ -65,6 +65,7 @@ void Counters::reset() noexcept {
   for (auto& c : calls) c.store(0, std::memory_order_relaxed);
   purged_bytes.store(0, std::memory_order_relaxed);
   purged_ranges.store(0, std::memory_order_relaxed);
+  splits_avoided.store(0, std::memory_order_relaxed);
 }
 
 Os::Os(Kernel& kernel) noexcept : kernel_(kernel) { probe(); }
@@ -85,6 +86,12 @@ void Os::probe() noexcept {
     else if (std::strstr(buf, "[madvise]")) features_.thp = ThpMode::kMadvise;
     else if (std::strstr(buf, "[never]")) features_.thp = ThpMode::kNever;
   }
+  if (kernel_.read_small_file("/proc/sys/vm/max_map_count", buf, sizeof buf) > 0) {
+    size_t n = 0;
+    for (const char* c = buf; *c >= '0' && *c <= '9'; c++) n = n * 10 + static_cast<size_t>(*c - '0');
+    if (n != 0) features_.max_map_count = n;
+  }
+  maps_.init(features_.max_map_count);
 
   // Two scratch pages: the kernel's answers about them are the feature set.
   count(Call::kMmap);
@@ -137,6 +144,7 @@ void Os::probe_batch_purge(void* scratch) noexcept {
 
 void Os::after_fork_in_child() noexcept {
   const KeepErrno keep;  // see common.h: errno is the caller's
+  maps_.after_fork_in_child();
   if (features_.self_pidfd >= 0) {
     // The inherited pidfd names the parent. Drop it and re-probe on a scratch page.
     kernel_.close(features_.self_pidfd);
@@ -157,9 +165,12 @@ int Os::flags_reserved() const noexcept { return kPrivate; }
 void* Os::reserve(size_t size) noexcept {
   const KeepErrno keep;  // see common.h: errno is the caller's
   if (size == 0 || !is_aligned(size, kPage)) return nullptr;
+  maps_.note(kernel_, 1);
   count(Call::kMmap);
   void* p = kernel_.mmap(nullptr, size, prot_reserved(), flags_reserved());
-  return p == MAP_FAILED ? nullptr : p;
+  if (p != MAP_FAILED) return p;
+  failed();
+  return nullptr;
 }
 
 MapStatus Os::reserve_at(void* addr, size_t size) noexcept {
@@ -168,9 +179,14 @@ MapStatus Os::reserve_at(void* addr, size_t size) noexcept {
       ductile::addr(addr) + size < ductile::addr(addr))
     return MapStatus::kFailed;
   int flags = flags_reserved() | (features_.map_fixed_noreplace ? kMapFixedNoreplace : 0);
+  maps_.note(kernel_, 1);
   count(Call::kMmap);
   void* p = kernel_.mmap(addr, size, prot_reserved(), flags);
-  if (p == MAP_FAILED) return errno == EEXIST ? MapStatus::kOccupied : MapStatus::kFailed;
+  if (p == MAP_FAILED) {
+    if (errno == EEXIST) return MapStatus::kOccupied;
+    failed();
+    return MapStatus::kFailed;
+  }
   if (p == addr) return MapStatus::kMapped;
   // Without MAP_FIXED_NOREPLACE the address was only a hint and the kernel
   // placed the mapping elsewhere because something is there: give it back.
@@ -182,8 +198,11 @@ MapStatus Os::reserve_at(void* addr, size_t size) noexcept {
 bool Os::unmap(void* addr, size_t size) noexcept {
   const KeepErrno keep;  // see common.h: errno is the caller's
   if (size == 0 || !is_aligned(ductile::addr(addr), kPage) || !is_aligned(size, kPage)) return false;
+  maps_.note(kernel_, 1);  // a hole inside a mapping splits it
   count(Call::kMunmap);
-  return kernel_.munmap(addr, size) == 0;
+  if (kernel_.munmap(addr, size) == 0) return true;
+  failed();
+  return false;
 }
 
 bool Os::commit(void* addr, size_t size) noexcept {
@@ -191,32 +210,55 @@ bool Os::commit(void* addr, size_t size) noexcept {
   return unguard(addr, size);
 }
 
+// A guard must be PROT_NONE whatever the mapping budget says: it is the
+// point of hardened mode, which pays its mappings (docs: guard pages).
 bool Os::guard(void* addr, size_t size) noexcept {
-  if (features_.strict_overcommit) return decommit(addr, size);
+  if (features_.strict_overcommit) return map_fresh(addr, size);  // PROT_NONE, uncharged
   const KeepErrno keep;  // see common.h: errno is the caller's
+  maps_.note(kernel_, 2);
   count(Call::kMprotect);
-  return kernel_.mprotect(addr, size, PROT_NONE) == 0;
+  if (kernel_.mprotect(addr, size, PROT_NONE) == 0) return true;
+  failed();
+  return false;
 }
 
 bool Os::unguard(void* addr, size_t size) noexcept {
   const KeepErrno keep;  // see common.h: errno is the caller's
+  maps_.note(kernel_, 2);
   count(Call::kMprotect);
-  return kernel_.mprotect(addr, size, kRw) == 0;
+  if (kernel_.mprotect(addr, size, kRw) == 0) return true;
+  failed();
+  return false;
 }
 
-bool Os::decommit(void* addr, size_t size) noexcept {
-  if (!features_.strict_overcommit) {
-    Range r{addr, size};
-    return purge(&r, 1) == 1;
+Decommit Os::decommit(void* addr, size_t size, bool huge) noexcept {
+  const KeepErrno keep;  // see common.h: errno is the caller's (a count opens a file)
+  if (features_.strict_overcommit) {
+    // Mapping PROT_NONE over the range drops its pages and its commit charge
+    // in one call -- and splits the read/write mapping it lies in.
+    if (maps_.allow_split(kernel_)) {
+      if (map_fresh(addr, size)) {
+        if (huge) (void)advise_huge(addr, size);
+        return Decommit::kDecommitted;
+      }
+    } else {
+      counters_.splits_avoided.fetch_add(1, std::memory_order_relaxed);
+    }
   }
-  // Mapping PROT_NONE over the range drops its pages and its commit charge in one call.
-  return map_fresh(addr, size);
+  // (Refused, or near the mapping limit: the pages go, the charge stays.
+  // A failed MAP_FIXED mmap refused for the limit has changed nothing: the
+  // kernel checks the count before it unmaps.)
+  Range r{addr, size};
+  return purge(&r, 1) == 1 ? Decommit::kPurged : Decommit::kFailed;
 }
 
 bool Os::map_fresh(void* addr, size_t size) noexcept {
   const KeepErrno keep;  // see common.h: errno is the caller's
+  maps_.note(kernel_, 2);
   count(Call::kMmap);
-  return kernel_.mmap(addr, size, prot_reserved(), flags_reserved() | MAP_FIXED) == addr;
+  if (kernel_.mmap(addr, size, prot_reserved(), flags_reserved() | MAP_FIXED) == addr) return true;
+  failed();
+  return false;
 }
 
 void* Os::remap(void* old_addr, size_t old_size, size_t new_size, RemapMode mode, void* target) noexcept {
@@ -227,9 +269,12 @@ void* Os::remap(void* old_addr, size_t old_size, size_t new_size, RemapMode mode
     if (target == nullptr) return nullptr;
     flags = MREMAP_MAYMOVE | MREMAP_FIXED;
   }
+  maps_.note(kernel_, 1);
   count(Call::kMremap);
   void* p = kernel_.mremap(old_addr, old_size, new_size, flags, target);
-  return p == MAP_FAILED ? nullptr : p;
+  if (p != MAP_FAILED) return p;
+  failed();
+  return nullptr;
 }
 
 bool Os::purge_one(const Range& r, int advice) noexcept {
@@ -308,12 +353,33 @@ bool Os::advise_huge(void* addr, size_t size) noexcept {
   const KeepErrno keep;  // see common.h: errno is the caller's
 #ifdef MADV_HUGEPAGE
   if (features_.thp != ThpMode::kMadvise) return true;
-  count(Call::kMadvise);
-  return kernel_.madvise(addr, size, MADV_HUGEPAGE) == 0;
+  maps_.note(kernel_, 1);
+  return madvise_huge(addr, size);
 #else
   (void)addr, (void)size;
   return true;
 #endif
+}
+
+bool Os::advise_huge_part(void* addr, size_t size) noexcept {
+  const KeepErrno keep;  // see common.h: errno is the caller's
+  if (features_.thp != ThpMode::kMadvise) return true;
+  if (!maps_.allow_split(kernel_)) {
+    counters_.splits_avoided.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  return madvise_huge(addr, size);
+}
+
+bool Os::madvise_huge(void* addr, size_t size) noexcept {
+#ifdef MADV_HUGEPAGE
+  count(Call::kMadvise);
+  if (kernel_.madvise(addr, size, MADV_HUGEPAGE) == 0) return true;
+  failed();
+#else
+  (void)addr, (void)size;
+#endif
+  return false;
 }
 
 bool Os::populate(void* addr, size_t size) noexcept {

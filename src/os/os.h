@@ -19,11 +19,13 @@
 #pragma once
 
 #include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 
 #include "base/common.h"
 #include "os/kernel.h"
+#include "os/map_budget.h"
 
 namespace ductile::os {
 
@@ -45,6 +47,9 @@ struct Counters {
   std::atomic<uint64_t> calls[kCallKinds] = {};
   std::atomic<uint64_t> purged_bytes{0};
   std::atomic<uint64_t> purged_ranges{0};
+  // Splits not made near vm.max_map_count (map_budget.h), and counts of
+  // /proc/self/maps taken to know it.
+  std::atomic<uint64_t> splits_avoided{0};
 
   uint64_t get(Call c) const noexcept {
     return calls[static_cast<size_t>(c)].load(std::memory_order_relaxed);
@@ -69,6 +74,8 @@ struct Features {
   // RLIMIT_AS (ulimit -v) at start-up, SIZE_MAX when unlimited: every
   // reservation counts against it, touched or not.
   size_t address_space_limit = SIZE_MAX;
+  // vm.max_map_count at start-up (its default where it cannot be read).
+  size_t max_map_count = kDefaultMaxMapCount;
 };
 
 enum class Advice : uint8_t { kDontNeed, kFree };
@@ -82,6 +89,13 @@ enum class MapStatus : uint8_t {
   kMapped,    // the range is ours now
   kOccupied,  // something is mapped there; nothing was changed
   kFailed,    // the kernel refused (ENOMEM, map count...); nothing was changed
+};
+
+// What became of a range given back by Os::decommit.
+enum class Decommit : uint8_t {
+  kDecommitted,  // pages and (strict mode) commit charge gone: commit before use
+  kPurged,       // pages gone, still committed: usable as it is
+  kFailed,       // nothing changed
 };
 
 enum class RemapMode : uint8_t {
@@ -114,13 +128,20 @@ class Os {
 
   // Makes reserved space usable; no system call in normal mode.
   [[nodiscard]] bool commit(void* addr, size_t size) noexcept;
-  // Returns the pages and (strict mode) the commit charge; the range stays reserved.
-  [[nodiscard]] bool decommit(void* addr, size_t size) noexcept;
+  // Returns the pages and (strict mode) the commit charge; the range stays
+  // reserved. Under strict overcommit that maps PROT_NONE over the range,
+  // which splits its mapping unless it is a whole one; near the mapping
+  // limit (maps_tight()), or when the kernel refuses the split, the pages
+  // are purged instead and the range stays committed (kPurged): charged,
+  // but the program keeps its mappings. `huge` is the range's huge-page
+  // advice, which a fresh mapping must carry again to merge back.
+  [[nodiscard]] Decommit decommit(void* addr, size_t size, bool huge = false) noexcept;
   // Guard pages (hardened mode's huge blocks). guard() makes the range fault
   // on any access: mprotect(PROT_NONE), pages kept, in normal mode; under
-  // strict overcommit it is decommit (PROT_NONE mapped over it: the pages
-  // and the charge go too). unguard() makes a guarded range read/write
-  // again: mprotect in either mode (under strict overcommit, a commit).
+  // strict overcommit PROT_NONE mapped over it (the pages and the charge go
+  // too), near the mapping limit or not. unguard() makes a guarded range
+  // read/write again: mprotect in either mode (under strict overcommit, a
+  // commit).
   [[nodiscard]] bool guard(void* addr, size_t size) noexcept;
   [[nodiscard]] bool unguard(void* addr, size_t size) noexcept;
   // Maps fresh reserved space over [addr, addr+size), which the caller owns
@@ -145,6 +166,14 @@ class Os {
   // MADV_HUGEPAGE: only where the THP mode is madvise (in always mode it is
   // the default, in never mode it is ignored) -- callers need not check.
   bool advise_huge(void* addr, size_t size) noexcept;
+  // The same on part of a mapping, which splits it in up to three: not
+  // done (false) near the mapping limit.
+  bool advise_huge_part(void* addr, size_t size) noexcept;
+
+  // Whether ductile stops splitting mappings: past half of vm.max_map_count
+  // at the last count of the process's mappings (map_budget.h).
+  bool maps_tight() const noexcept { return maps_.tight(); }
+  const MapBudget& map_budget() const noexcept { return maps_; }
   // MADV_POPULATE_WRITE: faults the range in, writable and zeroed.
   bool populate(void* addr, size_t size) noexcept;
 
@@ -169,10 +198,16 @@ class Os {
   // Returns the number of leading ranges fully purged by process_madvise.
   size_t purge_batch(const Range* ranges, size_t n, int advice) noexcept;
   void disable_batch_purge() noexcept;
+  bool madvise_huge(void* addr, size_t size) noexcept;
+  // After a failed call: a refusal for the mapping limit has the count taken again.
+  void failed() noexcept {
+    if (errno == ENOMEM) maps_.refused(kernel_);
+  }
 
   Kernel& kernel_;
   Features features_;
   Counters counters_;
+  MapBudget maps_;
 };
 
 }  // namespace ductile::os

@@ -278,7 +278,9 @@ Lent SlabArena::alloc(size_t pages) noexcept {
     out = {e, r};
   }
   // Outside the lock; advising twice, or a region given back meanwhile, is harmless.
-  if (advise != 0) (void)chunks_->os().advise_huge(ptr(advise), kRegionSize);
+  // The advice splits the mapping the region lies in (unless its neighbours
+  // are advised too): skipped near the mapping limit.
+  if (advise != 0) (void)chunks_->os().advise_huge_part(ptr(advise), kRegionSize);
   return out;
 }
 
@@ -400,8 +402,14 @@ size_t SlabArena::run(Job& job) noexcept {
     // commit charge goes too (alloc commits them again).
     const bool strict = chunks_->os().features().strict_overcommit;
     size_t done = 0;
+    // (Near the mapping limit a decommit only purges: the run stays committed.)
+    bool kept[Job::kMax] = {};
     if (strict) {
-      while (done < job.n && chunks_->os().decommit(ranges[done].addr, ranges[done].size)) done++;
+      for (; done < job.n; done++) {
+        const os::Decommit d = chunks_->os().decommit(ranges[done].addr, ranges[done].size);
+        if (d == os::Decommit::kFailed) break;
+        kept[done] = d == os::Decommit::kPurged;
+      }
     } else {
       done = chunks_->os().purge(ranges, job.n);
     }
@@ -412,7 +420,7 @@ size_t SlabArena::run(Job& job) noexcept {
       refile(r);
       if (i < done) {
         clear_bits(r->dirty, job.piece[i].first, job.piece[i].n);
-        if (strict) {
+        if (strict && !kept[i]) {
           r->ndecommitted += static_cast<uint32_t>(job.piece[i].n - count_bits(r->decommitted, job.piece[i].first, job.piece[i].n));
           set_bits(r->decommitted, job.piece[i].first, job.piece[i].n);
         }

@@ -5,7 +5,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <iterator>
+#include <utility>
 
 namespace ductile::test {
 
@@ -72,13 +75,135 @@ int FakeKernel::record(Sys sys, void* addr, size_t len, int arg) {
   return 0;
 }
 
+// ---- the mapping model
+
+namespace {
+constexpr uintptr_t kPageMask = 4095;
+uintptr_t page_end(uintptr_t a, size_t len) { return (a + len + kPageMask) & ~kPageMask; }
+}  // namespace
+
+size_t FakeKernel::mappings() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return segs_.size() + other_mappings;
+}
+
+size_t FakeKernel::peak_mappings() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return peak_;
+}
+
+size_t FakeKernel::map_refusals() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return refusals_;
+}
+
+size_t FakeKernel::count_mappings() noexcept {
+  if (!model_on()) return os::linux_kernel().count_mappings();
+  return mappings();
+}
+
+void FakeKernel::split_at(Segs& m, uintptr_t a) {
+  auto it = m.upper_bound(a);
+  if (it == m.begin()) return;
+  --it;
+  if (it->first < a && a < it->second.end) {
+    Seg tail = it->second;
+    it->second.end = a;
+    m.emplace(a, tail);
+  }
+}
+
+void FakeKernel::merge_around(Segs& m, uintptr_t a, uintptr_t b) {
+  auto it = m.lower_bound(a);
+  if (it != m.begin()) --it;
+  while (it != m.end() && it->first <= b) {
+    auto next = std::next(it);
+    if (next == m.end()) break;
+    if (it->second.end == next->first && it->second.same(next->second)) {
+      it->second.end = next->second.end;
+      m.erase(next);
+    } else {
+      it = next;
+    }
+  }
+}
+
+void FakeKernel::apply(Segs& m, uintptr_t a, uintptr_t b, Change c, int prot) {
+  split_at(m, a);
+  split_at(m, b);
+  if (c == Change::kMap || c == Change::kUnmap) {
+    m.erase(m.lower_bound(a), m.lower_bound(b));
+    if (c == Change::kMap) m.emplace(a, Seg{b, prot, false, 0});
+  } else {
+    for (auto it = m.lower_bound(a); it != m.end() && it->first < b; ++it) {
+      if (c == Change::kProtect) it->second.prot = prot;
+      if (c == Change::kHuge) it->second.huge = true;
+      if (c == Change::kNoHuge) it->second.huge = false;
+    }
+  }
+  merge_around(m, a, b);
+}
+
+long FakeKernel::delta(uintptr_t a, uintptr_t b, Change c, int prot) const {
+  // Merges reach only the segments next to the range: a copy of those is enough.
+  Segs local;
+  auto it = segs_.lower_bound(a);
+  if (it != segs_.begin()) --it;
+  for (; it != segs_.end(); ++it) {
+    local.insert(*it);
+    if (it->first > b) break;
+  }
+  const long before = static_cast<long>(local.size());
+  apply(local, a, b, c, prot);
+  return static_cast<long>(local.size()) - before;
+}
+
+bool FakeKernel::admit(long d) {
+  if (static_cast<long>(segs_.size() + other_mappings) + d > static_cast<long>(map_limit)) {
+    refusals_++;
+    errno = ENOMEM;
+    return false;
+  }
+  return true;
+}
+
+void FakeKernel::commit(uintptr_t a, uintptr_t b, Change c, int prot) {
+  apply(segs_, a, b, c, prot);
+  if (segs_.size() + other_mappings > peak_) peak_ = segs_.size() + other_mappings;
+}
+
+bool FakeKernel::admit(const Segs& next) {
+  if (next.size() + other_mappings > map_limit) {
+    refusals_++;
+    errno = ENOMEM;
+    return false;
+  }
+  return true;
+}
+
+// ---- the calls
+
 void* FakeKernel::mmap(void* addr, size_t len, int prot, int flags) noexcept {
   if (int err = record(Sys::kMmap, addr, len, flags)) {
     errno = err;
     return MAP_FAILED;
   }
   if (no_map_fixed_noreplace) flags &= ~kNoreplace;
-  return ::mmap(addr, len, prot, flags, -1, 0);
+  if (!model_on()) return ::mmap(addr, len, prot, flags, -1, 0);
+  std::lock_guard<std::mutex> g(mu_);
+  const uintptr_t a = uintptr_t(addr), b = page_end(a, len);
+  const bool fixed = (flags & (MAP_FIXED | kNoreplace)) != 0;
+  if (fixed && !admit(delta(a, b, Change::kMap, prot))) return MAP_FAILED;
+  void* p = ::mmap(addr, len, prot, flags, -1, 0);
+  if (p == MAP_FAILED) return p;
+  if (!fixed || p != addr) {
+    if (!admit(delta(uintptr_t(p), page_end(uintptr_t(p), len), Change::kMap, prot))) {
+      ::munmap(p, len);
+      return MAP_FAILED;
+    }
+  }
+  commit(uintptr_t(p), page_end(uintptr_t(p), len), Change::kMap, prot);
+  return p;
 }
 
 int FakeKernel::munmap(void* addr, size_t len) noexcept {
@@ -86,7 +211,13 @@ int FakeKernel::munmap(void* addr, size_t len) noexcept {
     errno = err;
     return -1;
   }
-  return ::munmap(addr, len);
+  if (!model_on()) return ::munmap(addr, len);
+  std::lock_guard<std::mutex> g(mu_);
+  const uintptr_t a = uintptr_t(addr), b = page_end(a, len);
+  if (!admit(delta(a, b, Change::kUnmap, 0))) return -1;
+  int r = ::munmap(addr, len);
+  if (r == 0) commit(a, b, Change::kUnmap, 0);
+  return r;
 }
 
 int FakeKernel::mprotect(void* addr, size_t len, int prot) noexcept {
@@ -94,7 +225,13 @@ int FakeKernel::mprotect(void* addr, size_t len, int prot) noexcept {
     errno = err;
     return -1;
   }
-  return ::mprotect(addr, len, prot);
+  if (!model_on()) return ::mprotect(addr, len, prot);
+  std::lock_guard<std::mutex> g(mu_);
+  const uintptr_t a = uintptr_t(addr), b = page_end(a, len);
+  if (!admit(delta(a, b, Change::kProtect, prot))) return -1;
+  int r = ::mprotect(addr, len, prot);
+  if (r == 0) commit(a, b, Change::kProtect, prot);
+  return r;
 }
 
 void* FakeKernel::mremap(void* old_addr, size_t old_len, size_t new_len, int flags, void* new_addr) noexcept {
@@ -102,7 +239,61 @@ void* FakeKernel::mremap(void* old_addr, size_t old_len, size_t new_len, int fla
     errno = err;
     return MAP_FAILED;
   }
-  return ::mremap(old_addr, old_len, new_len, flags, new_addr);
+  if (!model_on()) return ::mremap(old_addr, old_len, new_len, flags, new_addr);
+  std::lock_guard<std::mutex> g(mu_);
+  const uintptr_t o = uintptr_t(old_addr);
+  // The pages that stay (in place or moved) keep their segments' attributes;
+  // a grown part takes the last one's.
+  auto moved = [&](uintptr_t to) {
+    Segs next = segs_;
+    split_at(next, o);
+    split_at(next, page_end(o, old_len));
+    std::vector<std::pair<uintptr_t, Seg>> part;
+    for (auto it = next.lower_bound(o); it != next.end() && it->first < page_end(o, old_len);)
+      part.emplace_back(*it), it = next.erase(it);
+    merge_around(next, o, o);
+    const uintptr_t keep = page_end(o, old_len < new_len ? old_len : new_len);
+    if (to != o) split_at(next, to), split_at(next, page_end(to, new_len));
+    if (to != o) next.erase(next.lower_bound(to), next.lower_bound(page_end(to, new_len)));
+    Seg last{0, PROT_READ | PROT_WRITE, false, 0};
+    for (auto& [start, seg] : part) {
+      if (start >= keep) break;
+      Seg s = seg;
+      s.end = (s.end < keep ? s.end : keep) - o + to;
+      s.shift = seg.shift - static_cast<intptr_t>(to - o);
+      next[start - o + to] = s;
+      last = s;
+    }
+    if (new_len > old_len && !part.empty()) {
+      Seg s = last;
+      s.end = page_end(to, new_len);
+      next[page_end(to, old_len)] = s;
+    }
+    merge_around(next, to, page_end(to, new_len));
+    return next;
+  };
+  if (flags & MREMAP_FIXED) {
+    Segs next = moved(uintptr_t(new_addr));
+    if (!admit(next)) return MAP_FAILED;
+    void* p = ::mremap(old_addr, old_len, new_len, flags, new_addr);
+    if (p != MAP_FAILED) segs_.swap(next);
+    return p;
+  }
+  if (!(flags & MREMAP_MAYMOVE)) {
+    Segs next = moved(o);
+    if (!admit(next)) return MAP_FAILED;
+  } else if (segs_.size() + other_mappings + 1 > map_limit) {
+    // Where it goes is the kernel's choice: refuse it a mapping it may need.
+    refusals_++;
+    errno = ENOMEM;
+    return MAP_FAILED;
+  }
+  void* p = ::mremap(old_addr, old_len, new_len, flags, new_addr);
+  if (p == MAP_FAILED) return p;
+  Segs next = moved(uintptr_t(p));
+  segs_.swap(next);
+  if (segs_.size() + other_mappings > peak_) peak_ = segs_.size() + other_mappings;
+  return p;
 }
 
 int FakeKernel::madvise(void* addr, size_t len, int advice) noexcept {
@@ -118,7 +309,15 @@ int FakeKernel::madvise(void* addr, size_t len, int advice) noexcept {
     errno = populate_errno;
     return -1;
   }
-  return ::madvise(addr, len, advice);
+  if (!model_on() || (advice != MADV_HUGEPAGE && advice != MADV_NOHUGEPAGE))
+    return ::madvise(addr, len, advice);
+  std::lock_guard<std::mutex> g(mu_);
+  const uintptr_t a = uintptr_t(addr), b = page_end(a, len);
+  const Change c = advice == MADV_HUGEPAGE ? Change::kHuge : Change::kNoHuge;
+  if (!admit(delta(a, b, c, 0))) return -1;
+  int r = ::madvise(addr, len, advice);
+  if (r == 0) commit(a, b, c, 0);
+  return r;
 }
 
 ssize_t FakeKernel::process_madvise(int pidfd, const struct iovec* iov, size_t n, int advice) noexcept {
@@ -168,6 +367,11 @@ ssize_t FakeKernel::read_small_file(const char* path, char* buf, size_t n) noexc
   const char* src = nullptr;
   if (std::strstr(path, "overcommit_memory")) src = overcommit;
   if (std::strstr(path, "transparent_hugepage/enabled")) src = thp;
+  char limit[24];
+  if (std::strstr(path, "max_map_count") && model_on()) {
+    std::snprintf(limit, sizeof limit, "%zu\n", map_limit);
+    src = limit;
+  }
   if (src == nullptr || n == 0) return -1;
   size_t size = std::strlen(src);
   size_t len = size < n - 1 ? size : n - 1;

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <vector>
 
@@ -39,6 +40,21 @@ class FakeKernel final : public os::Kernel {
   const char* overcommit = "0\n";
   const char* thp = "always [madvise] never\n";
   size_t as_limit = SIZE_MAX;  // what address_space_limit() reports (RLIMIT_AS)
+
+  // --- a mapping limit (vm.max_map_count) ---
+  // >0: the kernel keeps a model of the mappings its calls made (merging
+  // neighbours of equal protection, huge-page advice and page offset, as
+  // the kernel does for anonymous memory), reports `map_limit` as
+  // /proc/sys/vm/max_map_count, counts `other_mappings` (the program's)
+  // besides its own, and fails a call with ENOMEM where the mappings after
+  // it would exceed the limit, without making it. The model allocates.
+  size_t map_limit = 0;
+  size_t other_mappings = 0;
+  // The mappings now (the model's plus other_mappings), the most there
+  // ever were, and the calls refused for the limit.
+  size_t mappings() const;
+  size_t peak_mappings() const;
+  size_t map_refusals() const;
 
   // Fails the next `times` calls of `sys` with `err` (after `skip` successful ones).
   void fail(Sys sys, int err, int times = 1, int skip = 0);
@@ -73,6 +89,7 @@ class FakeKernel final : public os::Kernel {
   int close(int fd) noexcept override;
   ssize_t read_small_file(const char* path, char* buf, size_t n) noexcept override;
   size_t address_space_limit() noexcept override { return as_limit; }
+  size_t count_mappings() noexcept override;
 
  private:
   struct Failure {
@@ -91,6 +108,31 @@ class FakeKernel final : public os::Kernel {
   mutable std::mutex mu_;
   std::vector<SysCall> calls_;
   std::vector<Failure> failures_;
+
+  // The mapping model: segments by start address.
+  struct Seg {
+    uintptr_t end;
+    int prot;
+    bool huge;       // MADV_HUGEPAGE
+    intptr_t shift;  // first-mapped address minus current: pages moved by mremap differ
+    bool same(const Seg& o) const { return prot == o.prot && huge == o.huge && shift == o.shift; }
+  };
+  using Segs = std::map<uintptr_t, Seg>;
+  enum class Change { kMap, kUnmap, kProtect, kHuge, kNoHuge };
+  static void split_at(Segs& m, uintptr_t a);
+  static void merge_around(Segs& m, uintptr_t a, uintptr_t b);
+  static void apply(Segs& m, uintptr_t a, uintptr_t b, Change c, int prot);
+  // The change in mappings a call would make; whether the limit allows it
+  // (if not: errno ENOMEM, counted as a refusal); the call made.
+  long delta(uintptr_t a, uintptr_t b, Change c, int prot) const;
+  bool admit(long delta);
+  void commit(uintptr_t a, uintptr_t b, Change c, int prot);
+  // The same for a model rebuilt whole (mremap).
+  bool admit(const Segs& next);
+  bool model_on() const { return map_limit != 0; }
+  Segs segs_;
+  size_t peak_ = 0;
+  size_t refusals_ = 0;
 };
 
 }  // namespace ductile::test

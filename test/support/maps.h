@@ -47,4 +47,21 @@ inline long resident_pages() {
   return resident;
 }
 
+// Lines of /proc/self/maps: the process's mappings, which vm.max_map_count
+// (/proc/sys/vm/max_map_count) limits.
+inline size_t mapping_count() {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  size_t n = 0;
+  while (std::getline(maps, line)) n++;
+  return n;
+}
+
+inline size_t max_map_count() {
+  std::ifstream f("/proc/sys/vm/max_map_count");
+  size_t n = 0;
+  f >> n;
+  return n;
+}
+
 }  // namespace ductile::test

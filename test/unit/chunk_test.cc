@@ -1,6 +1,7 @@
 // The chunk layer: recycling, coalescing, alloc-at-address, growth, decay
 // under a fake clock, hysteresis, batched purges, failure injection, bad
 // input, and a multi-threaded stress test.
+#include <pthread.h>
 #include <sys/mman.h>
 
 #include <cerrno>
@@ -876,6 +877,106 @@ TEST_F(ChunkTest, StrictOvercommitPurgeGivesTheChargeBack) {
   EXPECT_EQ(test::writable_bytes(b.extent->base, b.extent->end()), kSize);
   std::memset(ptr(b.extent->base), 'f', kSize);
   chunks_->free(b.extent);
+}
+
+// Near vm.max_map_count (the fake kernel's model, 400 here): decommitting
+// a freed extent between live ones splits its mapping in three. Past half
+// the limit the chunk layer purges with madvise instead and keeps the range
+// committed, so the program keeps the other half, and no call is refused.
+TEST_F(ChunkTest, StrictOvercommitPurgeStopsSplittingPastHalfTheMappingLimit) {
+  kernel_.overcommit = "2\n";
+  kernel_.map_limit = 400;
+  kernel_.other_mappings = 100;  // the program's own
+  make(256 * kMiB);
+  ASSERT_TRUE(os_->features().strict_overcommit);
+  constexpr size_t kBlocks = 600, kSize = 16 * kPage;
+  std::vector<Extent*> v;
+  for (size_t i = 0; i < kBlocks; i++) {
+    v.push_back(alloc(kSize));
+    ASSERT_NE(v.back(), nullptr);
+  }
+  for (size_t i = 0; i < kBlocks; i += 2) chunks_->free(v[i]);
+  // Every freed extent is purged, split or not.
+  EXPECT_EQ(chunks_->trim(), kBlocks / 2 * kSize);
+  EXPECT_EQ(kernel_.map_refusals(), 0u);
+  EXPECT_LE(kernel_.peak_mappings(), 400u * 5 / 8);
+  // And handed out again, writable.
+  for (size_t i = 0; i < kBlocks; i += 2) {
+    v[i] = alloc(kSize);
+    ASSERT_NE(v[i], nullptr);
+    std::memset(ptr(v[i]->base), 'm', kSize);
+  }
+  EXPECT_EQ(kernel_.map_refusals(), 0u);
+  for (Extent* e : v) chunks_->free(e);
+}
+
+// A program already at the limit: a decommit that the kernel refuses
+// (ENOMEM: it would split a mapping) still purges the pages, by madvise.
+TEST_F(ChunkTest, StrictOvercommitPurgeRefusedAtTheMappingLimitStillPurges) {
+  kernel_.overcommit = "2\n";
+  kernel_.map_limit = 400;
+  make(64 * kMiB);
+  std::vector<Extent*> v;
+  for (size_t i = 0; i < 8; i++) v.push_back(alloc(16 * kPage));
+  kernel_.other_mappings = 400 - kernel_.mappings();  // the rest is the program's
+  for (size_t i = 0; i < 8; i += 2) chunks_->free(v[i]);
+  EXPECT_EQ(chunks_->trim(), 4 * 16 * kPage);
+  EXPECT_LE(kernel_.mappings(), 400u);
+  for (size_t i = 0; i < 8; i += 2) {
+    v[i] = alloc(16 * kPage);
+    ASSERT_NE(v[i], nullptr);
+    std::memset(ptr(v[i]->base), 'n', 16 * kPage);
+  }
+  for (Extent* e : v) chunks_->free(e);
+}
+
+// The same against the real kernel's vm.max_map_count (not lowered: the
+// test makes the program's mappings itself, up to 1 000 below the limit).
+// Under strict overcommit (the fake kernel's answer; the calls are real)
+// 2 000 purged extents between live ones would take 2 000 more mappings;
+// ductile sees the count past half the limit and purges without splitting,
+// so the program can still start a thread and map memory.
+TEST_F(ChunkTest, StrictOvercommitNearTheRealMappingLimitLeavesTheProgramRoom) {
+  const size_t limit = test::max_map_count();
+  if (limit == 0 || limit > 300000) GTEST_SKIP() << "vm.max_map_count " << limit << ": too many to fill quickly";
+  kernel_.overcommit = "2\n";
+  make(256 * kMiB);
+  constexpr size_t kBlocks = 4000, kSize = 4 * kPage;
+  std::vector<Extent*> v(kBlocks);
+  // The program's mappings: one read-only mapping, every other page made
+  // PROT_NONE (each mprotect adds two).
+  const size_t have = test::mapping_count();
+  ASSERT_LT(have + 3000, limit);
+  const size_t splits = (limit - 1000 - have) / 2;
+  const size_t fill_size = (2 * splits + 1) * kPage;
+  char* fill = static_cast<char*>(mmap(nullptr, fill_size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(fill, MAP_FAILED);
+  for (size_t i = 0; i < splits; i++) ASSERT_EQ(mprotect(fill + (2 * i + 1) * kPage, kPage, PROT_NONE), 0);
+  bool all = true;
+  for (size_t i = 0; i < kBlocks; i++) all &= (v[i] = chunks_->alloc(kSize).extent) != nullptr;
+  for (size_t i = 0; i < kBlocks; i += 2)
+    if (v[i] != nullptr) chunks_->free(v[i]);
+  const size_t trimmed = chunks_->trim();
+  const size_t after = test::mapping_count();
+  // The program's own: a thread (its stack and guard page), and 100
+  // mappings that do not merge.
+  pthread_t t;
+  const int thread = pthread_create(&t, nullptr, [](void*) -> void* { return nullptr; }, nullptr);
+  if (thread == 0) pthread_join(t, nullptr);
+  char* more = static_cast<char*>(mmap(nullptr, 200 * kPage, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  int refused = more == MAP_FAILED ? 1 : 0;
+  for (size_t i = 0; more != MAP_FAILED && i < 100; i++) refused += mprotect(more + (2 * i + 1) * kPage, kPage, PROT_NONE) != 0;
+  if (more != MAP_FAILED) munmap(more, 200 * kPage);
+  // And the purged extents are handed out again.
+  for (size_t i = 0; i < kBlocks; i += 2) all &= (v[i] = chunks_->alloc(kSize).extent) != nullptr;
+  munmap(fill, fill_size);
+  EXPECT_TRUE(all);
+  EXPECT_EQ(trimmed, kBlocks / 2 * kSize);
+  EXPECT_LE(after, limit - 500);
+  EXPECT_EQ(thread, 0);
+  EXPECT_EQ(refused, 0);
+  for (Extent* e : v)
+    if (e != nullptr) chunks_->free(e);
 }
 
 TEST_F(ChunkTest, FreeReturnsAnUnwrittenTailClean) {

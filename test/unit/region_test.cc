@@ -338,6 +338,56 @@ TEST_F(RegionTest, StrictOvercommitPurgedPagesGiveTheirChargeBack) {
   EXPECT_EQ(chunks_->stats().active, 0u);
 }
 
+// Near vm.max_map_count (the fake kernel's model): a region's decommitted
+// runs are mappings of their own under strict overcommit. Past half the
+// limit the arena purges them with madvise instead (they stay committed),
+// and every purge still happens.
+TEST_F(RegionTest, StrictOvercommitPurgeStopsSplittingPastHalfTheMappingLimit) {
+  kernel_.overcommit = "2\n";
+  kernel_.map_limit = 400;
+  kernel_.other_mappings = 100;
+  make_chunks(64 << 20, chunk::Options().decay_ns);
+  arena_.init(chunks_.get(), nullptr, ArenaOptions());
+  constexpr size_t kRegions = 8;
+  std::vector<Lent> v = carve(kRegions * kRegionSize, 4);
+  std::vector<Lent> keep, go;
+  for (size_t i = 0; i < v.size(); i++) (i % 2 ? go : keep).push_back(v[i]);
+  arena_.free(go.data(), go.size());
+  arena_.trim();
+  EXPECT_EQ(arena_.stats().purged_pages, go.size() * 4);
+  EXPECT_EQ(kernel_.map_refusals(), 0u);
+  EXPECT_LE(kernel_.peak_mappings(), 400u * 5 / 8);
+  std::vector<Lent> again = carve(go.size() * 4 * kPage, 4);
+  for (const Lent& l : again) std::memset(ptr(l.extent->base), 'r', 4 * kPage);
+  EXPECT_EQ(kernel_.map_refusals(), 0u);
+  arena_.free(again.data(), again.size());
+  arena_.free(keep.data(), keep.size());
+  arena_.trim();
+}
+
+// Huge-page advice on a busy region splits its mapping where its
+// neighbours are not advised: past half the mapping limit it is skipped.
+TEST_F(RegionTest, AdviceStopsPastHalfTheMappingLimit) {
+  kernel_.map_limit = 200;
+  kernel_.other_mappings = 50;
+  make_chunks(256 << 20, chunk::Options().decay_ns);
+  arena_.init(chunks_.get(), nullptr, ArenaOptions());
+  std::vector<Lent> v;
+  std::vector<chunk::Extent*> between;
+  for (size_t i = 0; i < 100; i++) {
+    std::vector<Lent> r = carve(kRegionSize);  // one whole region: busy, advised
+    v.insert(v.end(), r.begin(), r.end());
+    between.push_back(chunks_->alloc(kRegionSize, kRegionSize).extent);  // plain space after it
+    ASSERT_NE(between.back(), nullptr);
+  }
+  EXPECT_GT(madvises(MADV_HUGEPAGE), 0u);
+  EXPECT_EQ(kernel_.map_refusals(), 0u);
+  EXPECT_LE(kernel_.peak_mappings(), 200u * 5 / 8);
+  arena_.free(v.data(), v.size());
+  for (chunk::Extent* e : between) chunks_->free(e);
+  arena_.trim();
+}
+
 TEST_F(RegionTest, OutOfMemoryIsNull) {
   kernel_.fail(test::Sys::kMmap, ENOMEM, 100);
   Lent l = arena_.alloc(16);

@@ -1,0 +1,44 @@
+#include "os/map_budget.h"
+
+namespace ductile::os {
+
+void MapBudget::init(size_t limit) noexcept {
+  if (limit == 0) limit = kDefaultMaxMapCount;
+  limit_ = limit;
+  threshold_ = limit / 2;
+  gap_.store(gap_after(0), std::memory_order_relaxed);
+}
+
+size_t MapBudget::gap_after(size_t count) const noexcept {
+  // Below the threshold: half the way to it, so the count never overshoots
+  // it by more than the floor. At or past it: a quarter of the count, so the
+  // cost of counting (proportional to the count) stays a few mappings' worth
+  // per noted call. The floor, a sixteenth of the threshold, bounds both.
+  const size_t floor = threshold_ / 16 + 1;
+  // Nothing counted yet: the first count comes after kFirstGap noted
+  // mappings, so that a program that already holds many is seen before our
+  // splits add many more (it costs about 50 us in a small process, once).
+  if (count == 0) return kFirstGap < floor ? kFirstGap : floor;
+  const size_t gap = count < threshold_ ? (threshold_ - count) / 2 : count / 4;
+  return gap > floor ? gap : floor;
+}
+
+void MapBudget::recount(Kernel& k, bool for_refusal) noexcept {
+  // One thread counts; the others go on with the answer they have.
+  if (counting_.exchange(true, std::memory_order_acquire)) return;
+  const size_t n = k.count_mappings();
+  if (n != 0) {
+    last_.store(n, std::memory_order_relaxed);
+    tight_.store(n >= threshold_, std::memory_order_relaxed);
+    gap_.store(gap_after(n), std::memory_order_relaxed);
+  } else {
+    // /proc/self/maps unreadable (no /proc): try again only now and then.
+    gap_.store(threshold_, std::memory_order_relaxed);
+  }
+  since_.store(0, std::memory_order_relaxed);
+  refusal_counted_.store(for_refusal, std::memory_order_relaxed);
+  counts_.fetch_add(1, std::memory_order_relaxed);
+  counting_.store(false, std::memory_order_release);
+}
+
+}  // namespace ductile::os
