@@ -26,16 +26,6 @@ inline size_t writable_bytes(uintptr_t lo, uintptr_t hi) {
   return n;
 }
 
-// Mappings of this process now (lines of /proc/self/maps): each counts
-// against vm.max_map_count.
-inline size_t mapping_count() {
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  size_t n = 0;
-  while (std::getline(maps, line)) n++;
-  return n;
-}
-
 // Pages of this process resident now (the second field of
 // /proc/self/statm); -1 where it cannot be read.
 inline long resident_pages() {
