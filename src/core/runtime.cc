@@ -738,7 +738,7 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
   // pop and push -- without the extent (realloc-heavy code grows small
   // strings and vectors this way all the time).
   if (align == 0 && !zero && cached) {
-    const size_t cls = size_t{chunk::PageMap::entry_tag(rt().chunks.lookup_entry(p))} - 1;
+    const size_t cls = small::tag_class(chunk::PageMap::entry_tag(rt().chunks.lookup_entry(p)));
     if (cls < small::kNumSmall) {
       const size_t old = small::class_size(cls);
       if (size <= old && small::class_of(size) == cls) return p;
