@@ -648,6 +648,11 @@ void dealloc_impl(void* p, bool cached) {
 
 void dealloc_slow(void* p) noexcept { dealloc_impl(p, true); }
 
+void dealloc_sized_slow(void* p, size_t size, size_t align) noexcept {
+  check_sized_free(p, size, align);
+  dealloc_impl(p, true);
+}
+
 void decay_event(small::ThreadCache* tc) noexcept {
   // While a backlog remains, the next look comes 16 times sooner: a step is
   // bounded, and 256 MiB at 2 MiB per step takes 128 of them.

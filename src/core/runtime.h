@@ -126,6 +126,9 @@ void check_sized_free(void* p, size_t size, size_t align) noexcept;
 DUCTILE_ALWAYS_INLINE void check_size(void* p, size_t size, size_t align = 0) noexcept {
   if (DUCTILE_UNLIKELY(g_hardened)) check_sized_free(p, size, align);
 }
+// check_sized_free, then dealloc_slow: the one call that a hardened
+// build's inline sized free leaves by, so that it needs no stack frame.
+void dealloc_sized_slow(void* p, size_t size, size_t align) noexcept;
 // `align`: a power of two; `zero`: the block reads as zeroes.
 void* alloc_aligned(size_t size, size_t align, bool zero) noexcept;
 // MALLOCX_TCACHE_NONE: as alloc_aligned and free, but the block neither comes
@@ -242,7 +245,7 @@ DUCTILE_ALWAYS_INLINE void dealloc_as(void* p, size_t size = 0) noexcept {
       return;
     }
   }
-  if (kHardened && sized) check_sized_free(p, size, 0);  // reports a wrong size
+  if (kHardened && sized) return dealloc_sized_slow(p, size, 0);  // reports a wrong size
   dealloc_slow(p);
 }
 
@@ -251,10 +254,13 @@ DUCTILE_ALWAYS_INLINE void dealloc(void* p) noexcept { dealloc_as(p); }
 // A free that says the size (and alignment, 0 for none) the block was
 // allocated with (sdallocx, free_sized, sized operator delete). Hardened
 // builds check the common case, a size the fine table classes and no
-// alignment, on the inline path; the others, and hardened:true, out of
-// line (check_size).
+// alignment, on the inline path, and send the others to the slow path;
+// hardened:true checks out of line (check_size).
 DUCTILE_ALWAYS_INLINE void dealloc_sized(void* p, size_t size, size_t align = 0) noexcept {
-  if (kHardened && align == 0 && size <= small::kMaxTableSize) return dealloc_as<true>(p, size);
+  if (kHardened) {
+    if (align == 0 && size <= small::kMaxTableSize) return dealloc_as<true>(p, size);
+    return dealloc_sized_slow(p, size, align);
+  }
   check_size(p, size, align);
   dealloc(p);
 }
