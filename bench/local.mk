@@ -55,6 +55,21 @@ COMPARE_SMALL_FLAGS =
 compare-small: bench/malloc_bench bench/rss_per_block $(lib_LTLIBRARIES)
 	BUILD_DIR=$(abs_top_builddir) bash $(srcdir)/bench/compare-small.sh $(COMPARE_SMALL_FLAGS)
 
+## bench/free_path: the common malloc and free, counted under callgrind by
+## `make count-instructions` (instructions per step, start-up subtracted;
+## COUNT_FLAGS passes e.g. --steps N or other libraries to compare).
+EXTRA_PROGRAMS += bench/free_path
+CLEANFILES += bench/free_path
+bench_free_path_SOURCES = bench/free_path.c
+bench_free_path_CPPFLAGS =
+bench_free_path_CFLAGS = -Wall -Wextra
+bench_free_path_LDADD =
+
+COUNT_FLAGS =
+.PHONY: count-instructions
+count-instructions: bench/free_path $(lib_LTLIBRARIES)
+	BUILD_DIR=$(abs_top_builddir) bash $(srcdir)/bench/count-instructions.sh $(COUNT_FLAGS)
+
 ## The vector-doubling benchmark (issue 4): plain C, only realloc/free/memset,
 ## so LD_PRELOAD picks the allocator; --bare-thp and --bare-faulted are the
 ## two bare-memory limits. `make bench` builds it; `make compare-vector` runs

@@ -71,6 +71,7 @@ DUCTILE_EXPORT void ductile_dallocx(void* p, int flags) noexcept {
 // The size is not used: the page map finds the block's extent in O(1)
 // anyway, and a wrong size must not corrupt anything. Hardened mode checks it.
 DUCTILE_EXPORT void ductile_sdallocx(void* p, size_t size, int flags) noexcept {
+  if (kHardened && flags == 0) return core::dealloc_sized(p, size);  // checked on the inline path
   core::check_size(p, size, align_of(flags));  // hardened mode only
   ductile_dallocx(p, flags);
 }

@@ -112,13 +112,11 @@ DUCTILE_EXPORT int ductile_mallopt(int param, int value) noexcept {
 DUCTILE_EXPORT void ductile_free_sized(void* p, size_t size) noexcept {
   // The size is not needed (the page map finds the block in O(1)) and not
   // trusted, as sdallocx's: a wrong one cannot corrupt. Hardened mode checks it.
-  core::check_size(p, size);
-  core::dealloc(p);
+  core::dealloc_sized(p, size);
 }
 
 DUCTILE_EXPORT void ductile_free_aligned_sized(void* p, size_t alignment, size_t size) noexcept {
-  core::check_size(p, size, alignment);
-  core::dealloc(p);
+  core::dealloc_sized(p, size, alignment);
 }
 
 

@@ -169,12 +169,10 @@ DUCTILE_EXPORT void operator delete[](void* p, const std::nothrow_t&) noexcept {
 // The sized forms: the size is checked in hardened mode only (one load of a
 // flag otherwise).
 DUCTILE_EXPORT void operator delete(void* p, size_t size) noexcept {
-  core::check_size(p, size);
-  core::dealloc(p);
+  core::dealloc_sized(p, size);
 }
 DUCTILE_EXPORT void operator delete[](void* p, size_t size) noexcept {
-  core::check_size(p, size);
-  core::dealloc(p);
+  core::dealloc_sized(p, size);
 }
 DUCTILE_EXPORT void operator delete(void* p, std::align_val_t) noexcept { core::dealloc(p); }
 DUCTILE_EXPORT void operator delete[](void* p, std::align_val_t) noexcept { core::dealloc(p); }
@@ -185,12 +183,10 @@ DUCTILE_EXPORT void operator delete[](void* p, std::align_val_t, const std::noth
   core::dealloc(p);
 }
 DUCTILE_EXPORT void operator delete(void* p, size_t size, std::align_val_t al) noexcept {
-  core::check_size(p, size, static_cast<size_t>(al));
-  core::dealloc(p);
+  core::dealloc_sized(p, size, static_cast<size_t>(al));
 }
 DUCTILE_EXPORT void operator delete[](void* p, size_t size, std::align_val_t al) noexcept {
-  core::check_size(p, size, static_cast<size_t>(al));
-  core::dealloc(p);
+  core::dealloc_sized(p, size, static_cast<size_t>(al));
 }
 
 #endif  // DUCTILE_SANITIZE

@@ -710,9 +710,9 @@ void ChunkLayer::refill(Extent* e) noexcept {
   insert_free(e, ExtentState::kClean);
 }
 
-bool ChunkLayer::map_interior(Extent* e, uint16_t tag) noexcept {
+bool ChunkLayer::map_interior(Extent* e, uint16_t tag, uint16_t tag_step) noexcept {
   if (e == nullptr || e->state != ExtentState::kActive) return false;
-  if (!page_map_.set_range(e->base, e->size, e, tag)) return false;
+  if (!page_map_.set_range(e->base, e->size, e, tag, tag_step)) return false;
   e->interior_mapped = true;
   return true;
 }

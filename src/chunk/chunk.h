@@ -170,9 +170,10 @@ class ChunkLayer {
   DUCTILE_ALWAYS_INLINE uintptr_t lookup_entry(const void* p) const noexcept {
     return page_map_.lookup_entry(addr(p));
   }
-  // Maps every page of active extent `e` to it (for slabs), with `tag`. Also
-  // re-tags the pages of an extent already mapped so.
-  [[nodiscard]] bool map_interior(Extent* e, uint16_t tag = 0) noexcept;
+  // Maps every page of active extent `e` to it (for slabs), with `tag` plus
+  // `tag_step` per page after the first. Also re-tags the pages of an
+  // extent already mapped so.
+  [[nodiscard]] bool map_interior(Extent* e, uint16_t tag = 0, uint16_t tag_step = 0) noexcept;
   // Tags the page-map entry of the first page of active extent `e` (owned
   // by the caller). Any later change of e's boundaries (grow, shrink, free)
   // clears it again.

@@ -40,10 +40,13 @@ bool PageMap::ensure(uintptr_t a, size_t len) noexcept {
   return true;
 }
 
-bool PageMap::set_range(uintptr_t a, size_t len, Extent* e, uint16_t tag) noexcept {
+bool PageMap::set_range(uintptr_t a, size_t len, Extent* e, uint16_t tag, uint16_t tag_step) noexcept {
   if (!ensure(a, len)) return false;
-  const uintptr_t v = make_entry(e, tag);
-  for (uintptr_t p = a; p < a + len; p += kPage) entry(p, false)->store(v, std::memory_order_release);
+  DUCTILE_ASSERT(tag_step == 0 || tag + ((len >> kPageShift) - 1) * tag_step <= UINT16_MAX);
+  for (uintptr_t p = a; p < a + len; p += kPage) {
+    entry(p, false)->store(make_entry(e, tag), std::memory_order_release);
+    tag = static_cast<uint16_t>(tag + tag_step);
+  }
   return true;
 }
 

@@ -94,10 +94,12 @@ class PageMap {
   Extent* lookup(uintptr_t a) const noexcept { return entry_extent(lookup_entry(a)); }
 
   // Maps every page of [a, a+len) to e, with `tag` (a mapped range; nullptr
-  // clears the page entries). Fails only when metadata cannot be allocated;
-  // then nothing the caller relies on has changed for pages that could not
-  // be set (they keep their old value).
-  [[nodiscard]] bool set_range(uintptr_t a, size_t len, Extent* e, uint16_t tag = 0) noexcept;
+  // clears the page entries), plus `tag_step` for each page after the
+  // first. Fails only when metadata cannot be allocated; then nothing the
+  // caller relies on has changed for pages that could not be set (they
+  // keep their old value).
+  [[nodiscard]] bool set_range(uintptr_t a, size_t len, Extent* e, uint16_t tag = 0,
+                               uint16_t tag_step = 0) noexcept;
   // Sets the tag of page a's entry, which holds e already: its page entry
   // where a mapped range covers it (`mapped`), else e's record there.
   void set_tag(uintptr_t a, Extent* e, uint16_t tag, bool mapped) noexcept;

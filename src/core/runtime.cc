@@ -115,7 +115,7 @@ void* medium_from_chunks(size_t cls, size_t align, bool zero, bool tagged = true
   e->usable = size;
   if (tagged) rt().chunks.tag_first_page(e, small::free_tag(cls));
   if (zero && !a.zeroed) std::memset(ptr(e->base), 0, size);
-  else if (kHardened && !a.zeroed) *reinterpret_cast<uintptr_t*>(e->base) = 0;  // a freed mark left there
+  else if (kHardened && !a.zeroed) *freed_mark_slot(ptr(e->base), cls) = 0;  // a freed mark left there
   return ptr(e->base);
 }
 
@@ -301,7 +301,7 @@ void* alloc_class(size_t cls, bool zero, bool cached) {
       if (kStats || kProf) tc->allocated += small::class_size(cls);
       void* p = b.items[--b.count];
       if (zero) std::memset(p, 0, small::class_size(cls));
-      else if (kHardened) *static_cast<uintptr_t*>(p) = 0;  // the freed mark
+      else if (kHardened) *freed_mark_slot(p, cls) = 0;
       return p;
     }
     if (small::is_small_class(cls)) return nullptr;  // the bin could not fill
@@ -312,7 +312,7 @@ void* alloc_class(size_t cls, bool zero, bool cached) {
     start_helper_if_asked();
     count_bytes(small::class_size(cls), 0);
     if (zero) std::memset(p, 0, small::class_size(cls));
-    else if (kHardened) *static_cast<uintptr_t*>(p) = 0;  // the freed mark
+    else if (kHardened) *freed_mark_slot(p, cls) = 0;
     return p;
   }
   void* p = medium_from_chunks(cls, kPage, zero);
@@ -429,7 +429,7 @@ void cache_push(void* p, Extent* e, bool cached) {
     decay_from_calls();
   }
   if (kStats) tc->deallocated += small::class_size(cls);
-  if (kHardened) *static_cast<uintptr_t*>(p) = freed_mark(p);
+  if (kHardened) *freed_mark_slot(p, cls) = freed_mark(p);
   b.items[b.count++] = p;
 }
 
@@ -631,7 +631,7 @@ void check_block(void* p, const Extent* e) noexcept {
   } else if (addr(p) != e->base) {
     fatal_pointer("free(): invalid pointer", p);
   }
-  if (kHardened && e->kind != ExtentKind::kHuge && *static_cast<const uintptr_t*>(p) == freed_mark(p))
+  if (kHardened && e->kind != ExtentKind::kHuge && *freed_mark_slot(p, e->size_class) == freed_mark(p))
     fatal_pointer("free(): double free detected", p);
 }
 
@@ -650,6 +650,11 @@ void dealloc_impl(void* p, bool cached) {
 }  // namespace
 
 void dealloc_slow(void* p) noexcept { dealloc_impl(p, true); }
+
+void dealloc_sized_slow(void* p, size_t size, size_t align) noexcept {
+  check_sized_free(p, size, align);
+  dealloc_impl(p, true);
+}
 
 void decay_event(small::ThreadCache* tc) noexcept {
   static_assert(small::ThreadCache::kDecayEvent == small::Decay::kEvent);
@@ -740,7 +745,7 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
   // strings and vectors this way all the time).
   if (DUCTILE_UNLIKELY((addr(p) & 7) != 0) && g_ready.load(std::memory_order_acquire)) bad_free(p, true);
   if (align == 0 && !zero && cached) {
-    const size_t cls = size_t{chunk::PageMap::entry_tag(rt().chunks.lookup_entry(p))} - 1;
+    const size_t cls = small::tag_class(chunk::PageMap::entry_tag(rt().chunks.lookup_entry(p)));
     if (cls < small::kNumSmall) {
       const size_t old = small::class_size(cls);
       if (size <= old && small::class_of(size) == cls) return p;

@@ -84,6 +84,15 @@ extern bool g_hardened;
 // second free of it is seen; taking a block out of a cache clears it.
 extern uintptr_t g_freed_secret;
 inline uintptr_t freed_mark(const void* p) { return addr(p) ^ g_freed_secret; }
+// Where the mark of a block of class cls lives: its second word, or its
+// first in the 8-byte class. Not the first where there is a second: a
+// program's last store into a block is often a narrow one at its start (a
+// flag, a length byte; the pair benchmark's one byte), and an 8-byte load
+// over a pending narrower store is not forwarded from it but waits until
+// the store is written to the cache.
+DUCTILE_ALWAYS_INLINE uintptr_t* freed_mark_slot(void* p, size_t cls) {
+  return static_cast<uintptr_t*>(p) + (cls != 0);
+}
 inline Runtime& rt() { return *reinterpret_cast<Runtime*>(g_runtime); }
 
 // The cache of every thread that has none (not yet, no longer, or none at
@@ -117,6 +126,9 @@ void check_sized_free(void* p, size_t size, size_t align) noexcept;
 DUCTILE_ALWAYS_INLINE void check_size(void* p, size_t size, size_t align = 0) noexcept {
   if (DUCTILE_UNLIKELY(g_hardened)) check_sized_free(p, size, align);
 }
+// check_sized_free, then dealloc_slow: the one call that a hardened
+// build's inline sized free leaves by, so that it needs no stack frame.
+void dealloc_sized_slow(void* p, size_t size, size_t align) noexcept;
 // `align`: a power of two; `zero`: the block reads as zeroes.
 void* alloc_aligned(size_t size, size_t align, bool zero) noexcept;
 // MALLOCX_TCACHE_NONE: as alloc_aligned and free, but the block neither comes
@@ -179,34 +191,78 @@ DUCTILE_ALWAYS_INLINE void* alloc(size_t size) noexcept {
       tc->allocated = now;
     }
     void* p = b.items[--b.count];
-    if (kHardened) *static_cast<uintptr_t*>(p) = 0;  // the freed mark
+    if (kHardened) *freed_mark_slot(p, cls) = 0;
     return p;
   }
   return alloc_slow(size);
 }
 
+// Hardened builds: whether p, whose page's entry in the page map is
+// `entry` with class `cls` (small::tag_class), is the start of a block that
+// the thread cache may take. A slab object by its offset from the slab's
+// base, which the tag's page number gives (a multiply, no division, no
+// extent); a medium block only by its first page, the one page it tags.
+// Anything else -- no tag (not ours, freed, sampled, huge), an interior
+// pointer -- goes to the slow path, which reports it.
+DUCTILE_ALWAYS_INLINE bool hardened_block_start(const void* p, uintptr_t entry, size_t cls) noexcept {
+  if (DUCTILE_LIKELY(cls < small::kNumSmall))
+    return small::is_object_offset(small::tag_slab_offset(chunk::PageMap::entry_tag(entry), addr(p)), cls);
+  return cls < small::kNumClasses && (addr(p) & (kPage - 1)) == 0;
+}
+
 // The page-map entry's tag (small::free_tag) gives the class of a slab's
 // objects and of a medium block freed by its first page, so the common free
 // loads no extent: TLS, the page map's root and leaf, the cache bin.
-DUCTILE_ALWAYS_INLINE void dealloc(void* p) noexcept {
-  if (kHardened) return dealloc_slow(p);  // validated there, then cached
+// Hardened builds check the block inline too (hardened_block_start, and its
+// freed mark against a second free), so a valid free stays here as well.
+// `sized` (hardened builds): the caller was told the block's size, at most
+// small::kMaxTableSize, and no alignment; the block's class must be that
+// size's.
+template <bool sized = false>
+DUCTILE_ALWAYS_INLINE void dealloc_as(void* p, size_t size = 0) noexcept {
   small::ThreadCache* tc = t_cache;
+  const uintptr_t entry = rt().chunks.lookup_entry(p);
   // No tag (0, also for nullptr and foreign pointers) wraps to a huge class.
-  size_t cls = size_t{chunk::PageMap::entry_tag(rt().chunks.lookup_entry(p))} - 1;
+  size_t cls = small::tag_class(chunk::PageMap::entry_tag(entry));
   // A small object only at an 8-byte boundary (the slow path reports the
   // others), a medium block only by its start: page aligned on its (tagged)
   // first page.
-  if (DUCTILE_LIKELY(cls < small::kNumSmall ? (addr(p) & 7) == 0
-                                            : cls < small::kNumClasses && (addr(p) & (kPage - 1)) == 0)) {
+  if (DUCTILE_LIKELY(kHardened ? hardened_block_start(p, entry, cls) && (!sized || small::class_of_table(size) == cls)
+                     : cls < small::kNumSmall ? (addr(p) & 7) == 0
+                                              : cls < small::kNumClasses && (addr(p) & (kPage - 1)) == 0)) {
     small::CacheBin& b = tc->bins[cls];
     if (DUCTILE_LIKELY(b.count < b.limit)) {
+      if (kHardened) {
+        // Freed already (and cached, or in its bin): the slow path says so.
+        uintptr_t* slot = freed_mark_slot(p, cls);
+        const uintptr_t mark = freed_mark(p);
+        if (DUCTILE_UNLIKELY(*slot == mark)) return dealloc_slow(p);
+        *slot = mark;
+      }
       if (kStats) tc->deallocated += small::class_size(cls);
       b.items[b.count++] = p;
       if (DUCTILE_UNLIKELY(--tc->decay_countdown == 0)) decay_event(tc);
       return;
     }
   }
+  if (kHardened && sized) return dealloc_sized_slow(p, size, 0);  // reports a wrong size
   dealloc_slow(p);
+}
+
+DUCTILE_ALWAYS_INLINE void dealloc(void* p) noexcept { dealloc_as(p); }
+
+// A free that says the size (and alignment, 0 for none) the block was
+// allocated with (sdallocx, free_sized, sized operator delete). Hardened
+// builds check the common case, a size the fine table classes and no
+// alignment, on the inline path, and send the others to the slow path;
+// hardened:true checks out of line (check_size).
+DUCTILE_ALWAYS_INLINE void dealloc_sized(void* p, size_t size, size_t align = 0) noexcept {
+  if (kHardened) {
+    if (align == 0 && size <= small::kMaxTableSize) return dealloc_as<true>(p, size);
+    return dealloc_sized_slow(p, size, align);
+  }
+  check_size(p, size, align);
+  dealloc(p);
 }
 
 }  // namespace ductile::core

@@ -88,8 +88,9 @@ Slab* Bin::new_slab() noexcept {
   e->size_class = static_cast<uint16_t>(cls_);
   e->usable = size_;
   e->owner = s;
-  // Every page, tagged with the class: free() needs neither the extent nor the header.
-  if (s == nullptr || !arena_->chunks().map_interior(e, free_tag(cls_))) {
+  // Every page, tagged with the class (and numbered, in hardened builds):
+  // free() needs neither the extent nor the header.
+  if (s == nullptr || !arena_->chunks().map_interior(e, free_tag(cls_), kSlabPageTagStep)) {
     if (s) SlabPool::put(s, words_);
     e->kind = chunk::ExtentKind::kNone;
     e->owner = nullptr;

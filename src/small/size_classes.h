@@ -191,6 +191,29 @@ DUCTILE_ALWAYS_INLINE size_t class_of(size_t size) {
 }
 
 DUCTILE_ALWAYS_INLINE size_t class_size(size_t cls) { return kClasses.size[cls]; }
+
+// Whether an offset from a slab's base is a multiple of the class size,
+// without a division (hardened mode's inline free, where a 64-bit division
+// costs tens of cycles): for n and d below 2^32, n % d == 0 exactly when
+// n * M < M modulo 2^64, where M = floor((2^64 - 1) / d) + 1 (Lemire,
+// Kaser and Kurz, "Faster remainder by direct computation", 2019). A slab
+// is at most 32 pages, so its offsets are far below 2^32 (small_test checks
+// every offset of every class against the division).
+namespace detail {
+struct OffsetMagic {
+  uint64_t m[kNumSmall] = {};
+};
+constexpr OffsetMagic make_offset_magic() {
+  OffsetMagic t;
+  for (size_t c = 0; c < kNumSmall; c++) t.m[c] = UINT64_MAX / kClasses.size[c] + 1;
+  return t;
+}
+}  // namespace detail
+inline constexpr detail::OffsetMagic kOffsetMagic = detail::make_offset_magic();
+DUCTILE_ALWAYS_INLINE bool is_object_offset(uint32_t offset, size_t cls) {
+  const uint64_t m = kOffsetMagic.m[cls];
+  return uint64_t{offset} * m < m;
+}
 DUCTILE_ALWAYS_INLINE bool is_small_class(size_t cls) { return cls < kNumSmall; }
 
 }  // namespace ductile::small

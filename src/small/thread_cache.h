@@ -48,6 +48,31 @@ static_assert(sizeof(CacheBin) == 16);
 // first page: the size class + 1, so that free() finds the cache bin without
 // loading the extent. 0 (no tag) sends free() to the slow path.
 DUCTILE_ALWAYS_INLINE constexpr uint16_t free_tag(size_t cls) { return static_cast<uint16_t>(cls + 1); }
+// Hardened builds (kHardened) also number a slab's pages in the tag's high
+// byte (the class + 1 in the low one): free() then finds an object's offset
+// from its slab's base -- the page's number and the address's offset in the
+// page -- without loading the extent, and checks that it is a multiple of
+// the class size (is_object_offset). Other builds' tags are the class + 1
+// alone, which free() uses as it is. The page map adds the step per page
+// (ChunkLayer::map_interior).
+inline constexpr uint16_t kSlabPageTagStep = kHardened ? 0x100 : 0;
+// The class named by a tag; no tag (0) wraps past every class.
+DUCTILE_ALWAYS_INLINE constexpr size_t tag_class(uint16_t tag) {
+  return (kHardened ? size_t{static_cast<uint8_t>(tag)} : size_t{tag}) - 1;
+}
+// Hardened builds: the offset of address a from the base of the slab whose
+// page's tag is `tag`.
+DUCTILE_ALWAYS_INLINE constexpr uint32_t tag_slab_offset(uint16_t tag, uintptr_t a) {
+  return static_cast<uint32_t>((size_t{tag} >> 8) << kPageShift | (a & (kPage - 1)));
+}
+namespace detail {
+constexpr bool slabs_numbered_in_a_byte() {
+  for (size_t c = 0; c < kNumSmall; c++)
+    if (kClasses.slab_pages[c] > 256) return false;
+  return kNumClasses < 255;
+}
+}  // namespace detail
+static_assert(detail::slabs_numbered_in_a_byte(), "a tag's high byte numbers a slab's pages, its low byte the class");
 
 struct ThreadCache {
   CacheBin bins[kNumClasses];

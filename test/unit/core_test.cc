@@ -238,8 +238,12 @@ INSTANTIATE_TEST_SUITE_P(Sizes, Hysteresis, ::testing::Values(16, 4096, 65536, 1
 
 // free() reads the class from the page-map tag: every page of a slab and the
 // first page of a medium block carry their class's tag, interior and last
-// pages of medium blocks and every page of a huge block none.
+// pages of medium blocks and every page of a huge block none. Hardened
+// builds number a slab's pages in the tag too (small::kSlabPageTagStep).
 uint16_t tag_of(const void* p) { return chunk::PageMap::entry_tag(core::rt().chunks.lookup_entry(p)); }
+uint16_t slab_tag(size_t cls, const chunk::Extent* e, uintptr_t a) {
+  return static_cast<uint16_t>(small::free_tag(cls) + (a - e->base) / kPage * small::kSlabPageTagStep);
+}
 
 TEST(FreeTag, EveryClassIsTaggedWhereFreeLooks) {
   for (size_t c = 0; c < small::kNumClasses; c++) {
@@ -250,12 +254,13 @@ TEST(FreeTag, EveryClassIsTaggedWhereFreeLooks) {
     chunk::Extent* e = core::rt().chunks.lookup(p);
     ASSERT_NE(e, nullptr) << size;
     EXPECT_EQ(e->size_class, c);
-    EXPECT_EQ(tag_of(p), small::free_tag(c)) << size;
+    EXPECT_EQ(small::tag_class(tag_of(p)), c) << size;
     if (small::is_small_class(c)) {
       EXPECT_EQ(e->kind, chunk::ExtentKind::kSlab);
-      for (uintptr_t a = e->base; a < e->end(); a += kPage) EXPECT_EQ(tag_of(ptr(a)), small::free_tag(c));
+      for (uintptr_t a = e->base; a < e->end(); a += kPage) EXPECT_EQ(tag_of(ptr(a)), slab_tag(c, e, a));
     } else {
       EXPECT_EQ(e->kind, chunk::ExtentKind::kMedium);
+      EXPECT_EQ(tag_of(p), small::free_tag(c)) << size;
       EXPECT_EQ(tag_of(p + kPage), 0u);             // not mapped
       EXPECT_EQ(tag_of(p + size - 1), 0u);          // last page: boundary only
       if (kHardened) EXPECT_DEATH(ductile_free(p + 8), "free\\(\\): invalid pointer");

@@ -164,6 +164,23 @@ TEST_F(Hardened, InteriorFreeOfEveryRange) {
   EXPECT_DEATH(ductile_free(static_cast<char*>(hardened_malloc(64)) + 3), kInvalid);
 }
 
+// A page boundary inside a slab object: its offset in its page is 0, a
+// multiple of any class size, so only the page's number in the slab (the
+// page-map tag's, in a --enable-hardened build) shows that it is no
+// object's start.
+TEST_F(Hardened, InteriorFreeAtAPageBoundaryInsideAnObject) {
+  EXPECT_DEATH(
+      {
+        for (int i = 0; i < 1000; i++) {
+          char* p = static_cast<char*>(hardened_malloc(48));
+          const uintptr_t boundary = align_up(addr(p) + 1, kPage);
+          if (boundary < addr(p) + 48) ductile_free(ptr(boundary));
+        }
+        _exit(4);
+      },
+      kInvalid);
+}
+
 TEST_F(Hardened, SizedFreeWithTheWrongSize) {
   EXPECT_DEATH(ductile_sdallocx(hardened_malloc(24), 4096, 0), kWrongSize);
   EXPECT_DEATH(ductile_sdallocx(hardened_malloc(4096), 24, 0), kWrongSize);

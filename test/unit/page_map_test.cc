@@ -72,6 +72,29 @@ TEST(PageMap, TagsRoundTripAndLookupIgnoresThem) {
   EXPECT_EQ(map.lookup_entry(uintptr_t{1} << 48), 0u);
 }
 
+// A range with a tag step numbers its pages in the tags (hardened builds'
+// slabs: small::kSlabPageTagStep), and the class in the low byte reads the
+// same on every page.
+TEST(PageMap, ATagStepNumbersThePages) {
+  test::FakeKernel k;
+  os::Os os(k);
+  chunk::MetaAlloc meta(os);
+  chunk::PageMap map(meta);
+  chunk::Extent e;
+  e.base = uintptr_t{9} << 40;
+  e.size = 32 * kPage;
+  const uint16_t tag = small::free_tag(7);
+  ASSERT_TRUE(map.set_range(e.base, e.size, &e, tag, 0x100));
+  for (size_t i = 0; i < 32; i++) {
+    const uintptr_t v = map.lookup_entry(e.base + i * kPage + 24);
+    EXPECT_EQ(chunk::PageMap::entry_tag(v), tag + i * 0x100) << i;
+    EXPECT_EQ(chunk::PageMap::entry_extent(v), &e);
+    EXPECT_EQ(static_cast<uint8_t>(chunk::PageMap::entry_tag(v)), tag);
+    EXPECT_EQ(small::tag_slab_offset(chunk::PageMap::entry_tag(v), e.base + i * kPage + 24), i * kPage + 24);
+  }
+  EXPECT_EQ(map.lookup_entry(e.end()), 0u);
+}
+
 // Records at 2 MiB-aligned pages (where huge spans begin) and page entries
 // answer together: the record where no mapped range covers the page, the
 // mapped range where one does, and clearing either leaves the other.

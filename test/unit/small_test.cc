@@ -57,6 +57,17 @@ TEST(SizeClasses, SlabsWasteUnderTwoPercent) {
   for (size_t c = kNumSmall; c < kNumClasses; c++) EXPECT_TRUE(is_aligned(class_size(c), kPage));
 }
 
+// Hardened mode's inline free tells an object's start from an interior
+// pointer by a multiply (is_object_offset): every offset of every slab,
+// against the division.
+TEST(SizeClasses, ObjectOffsetsByMultiplyAgreeWithTheDivision) {
+  for (size_t c = 0; c < kNumSmall; c++) {
+    const uint32_t bytes = static_cast<uint32_t>(kClasses.slab_pages[c] * kPage);
+    for (uint32_t n = 0; n < bytes; n++)
+      ASSERT_EQ(is_object_offset(n, c), n % class_size(c) == 0) << "class " << class_size(c) << " offset " << n;
+  }
+}
+
 TEST(ThreadCacheLayout, SlotsPartitionTheArray) {
   auto tc = std::make_unique<ThreadCache>();
   tc->init();
