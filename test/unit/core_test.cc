@@ -92,19 +92,20 @@ TEST(Malloc, FreeOfNullIsHarmlessAndOfForeignPointersFatal) {
 // realloc of a pointer free() would refuse ends the program the same way
 // (as glibc's "realloc(): invalid pointer"): before, it returned NULL with
 // EINVAL, which a program takes for "out of memory" and goes on with a
-// pointer into freed space.
+// pointer into freed space. (Not anchored at the start: under TSan the
+// death test's child may print a report of its own first.)
 TEST(Realloc, OfForeignOrFreedPointersIsFatal) {
   int on_stack = 5;
-  EXPECT_DEATH(ductile_realloc(&on_stack, 64), "^ductile: realloc\\(\\): invalid pointer 0x[0-9a-f]+\n");
+  EXPECT_DEATH(ductile_realloc(&on_stack, 64), "ductile: realloc\\(\\): invalid pointer 0x[0-9a-f]+\n");
   EXPECT_DEATH(ductile_realloc(reinterpret_cast<char*>(ductile_malloc(100)) + 3, 64),
-               "^ductile: realloc\\(\\): invalid pointer 0x[0-9a-f]+\n");
+               "ductile: realloc\\(\\): invalid pointer 0x[0-9a-f]+\n");
   EXPECT_DEATH(
       {
         void* p = ductile_malloc(16 << 20);
         ductile_free(p);
         (void)ductile_realloc(p, 32 << 20);
       },
-      "^ductile: realloc\\(\\): block freed already 0x[0-9a-f]+\n");
+      "ductile: realloc\\(\\): block freed already 0x[0-9a-f]+\n");
   EXPECT_EQ(on_stack, 5);
 }
 
