@@ -40,4 +40,10 @@ class Kernel {
 // The real kernel. A single static instance: usable before constructors run.
 Kernel& linux_kernel() noexcept;
 
+// The lines of /proc/self/maps, read without allocating (0 if it cannot be
+// read): the real kernel's count_mappings, and a fake kernel's where it
+// does not model mappings (a plain call: the tests, built with RTTI, may
+// not call through the library's object, built without it, under UBSan).
+size_t count_proc_self_maps() noexcept;
+
 }  // namespace ductile::os

@@ -63,21 +63,7 @@ class LinuxKernel final : public Kernel {
     buf[total] = '\0';
     return total;
   }
-  size_t count_mappings() noexcept override {
-    int fd = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    // A small buffer: this may run on a thread with a small stack.
-    char buf[4096];
-    size_t lines = 0;
-    for (;;) {
-      ssize_t r = ::read(fd, buf, sizeof buf);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) break;
-      for (ssize_t i = 0; i < r; i++) lines += buf[i] == '\n';
-    }
-    ::close(fd);
-    return lines;
-  }
+  size_t count_mappings() noexcept override { return count_proc_self_maps(); }
   size_t address_space_limit() noexcept override {
     struct rlimit r;
     if (::getrlimit(RLIMIT_AS, &r) != 0 || r.rlim_cur == RLIM_INFINITY || r.rlim_cur > SIZE_MAX) return SIZE_MAX;
@@ -90,6 +76,22 @@ alignas(LinuxKernel) unsigned char g_kernel_storage[sizeof(LinuxKernel)];
 LinuxKernel* g_kernel = nullptr;
 
 }  // namespace
+
+size_t count_proc_self_maps() noexcept {
+  int fd = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  // A small buffer: this may run on a thread with a small stack.
+  char buf[4096];
+  size_t lines = 0;
+  for (;;) {
+    ssize_t r = ::read(fd, buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    for (ssize_t i = 0; i < r; i++) lines += buf[i] == '\n';
+  }
+  ::close(fd);
+  return lines;
+}
 
 Kernel& linux_kernel() noexcept {
   // Racing first callers construct the same stateless object in place; the

@@ -1,7 +1,5 @@
 #include "support/fake_kernel.h"
 
-#include <fcntl.h>
-
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -15,22 +13,6 @@
 namespace ductile::test {
 
 namespace {
-
-// Lines of /proc/self/maps, read without allocating.
-size_t count_proc_maps_lines() noexcept {
-  const int fd = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  char buf[4096];
-  size_t lines = 0;
-  for (;;) {
-    const ssize_t r = ::read(fd, buf, sizeof buf);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    for (ssize_t i = 0; i < r; i++) lines += buf[i] == '\n';
-  }
-  ::close(fd);
-  return lines;
-}
 
 constexpr int kPidfdSelf = -10000;
 constexpr int kNoreplace = 0x100000;  // MAP_FIXED_NOREPLACE
@@ -117,11 +99,9 @@ size_t FakeKernel::map_refusals() const {
 }
 
 size_t FakeKernel::count_mappings() noexcept {
-  // Not through os::linux_kernel(): the library is built without RTTI, and
-  // UBSan's vptr check refuses a virtual call from here on its object. Nor
-  // through an ifstream: this runs inside the allocator (under its locks)
-  // where ductile is the test's malloc, so it must not allocate.
-  if (!model_on()) return count_proc_maps_lines();
+  // Not an ifstream: this runs inside the allocator (under its locks), where
+  // ductile is the test's malloc, so it must not allocate.
+  if (!model_on()) return os::count_proc_self_maps();
   return mappings();
 }
 
