@@ -214,19 +214,16 @@ bool Os::commit(void* addr, size_t size) noexcept {
 // point of hardened mode, which pays its mappings (docs: guard pages).
 bool Os::guard(void* addr, size_t size) noexcept {
   if (features_.strict_overcommit) return map_fresh(addr, size);  // PROT_NONE, uncharged
-  const KeepErrno keep;  // see common.h: errno is the caller's
-  maps_.note(kernel_, 2);
-  count(Call::kMprotect);
-  if (kernel_.mprotect(addr, size, PROT_NONE) == 0) return true;
-  failed();
-  return false;
+  return protect(addr, size, PROT_NONE);
 }
 
-bool Os::unguard(void* addr, size_t size) noexcept {
+bool Os::unguard(void* addr, size_t size) noexcept { return protect(addr, size, kRw); }
+
+bool Os::protect(void* addr, size_t size, int prot) noexcept {
   const KeepErrno keep;  // see common.h: errno is the caller's
-  maps_.note(kernel_, 2);
+  maps_.note(kernel_, 2);  // part of a mapping splits it
   count(Call::kMprotect);
-  if (kernel_.mprotect(addr, size, kRw) == 0) return true;
+  if (kernel_.mprotect(addr, size, prot) == 0) return true;
   failed();
   return false;
 }

@@ -199,6 +199,8 @@ class Os {
   size_t purge_batch(const Range* ranges, size_t n, int advice) noexcept;
   void disable_batch_purge() noexcept;
   bool madvise_huge(void* addr, size_t size) noexcept;
+  // mprotect of [addr, addr+size), counted and noted (guard, unguard).
+  bool protect(void* addr, size_t size, int prot) noexcept;
   // After a failed call: a refusal for the mapping limit has the count taken again.
   void failed() noexcept {
     if (errno == ENOMEM) maps_.refused(kernel_);
