@@ -739,11 +739,12 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
     errno = ENOMEM;
     return nullptr;
   }
+  // Off the 8-byte grid: no block of ours, as free() would say.
+  if (DUCTILE_UNLIKELY((addr(p) & 7) != 0) && g_ready.load(std::memory_order_acquire)) bad_free(p, true);
   // A small object (its page's tag gives the class, as for free): stay in
   // the class, or move through the inline malloc and free -- a thread-cache
   // pop and push -- without the extent (realloc-heavy code grows small
   // strings and vectors this way all the time).
-  if (DUCTILE_UNLIKELY((addr(p) & 7) != 0) && g_ready.load(std::memory_order_acquire)) bad_free(p, true);
   if (align == 0 && !zero && cached) {
     const size_t cls = small::tag_class(chunk::PageMap::entry_tag(rt().chunks.lookup_entry(p)));
     if (cls < small::kNumSmall) {
