@@ -614,8 +614,10 @@ namespace {
 // pointer"), and one into free space -- a huge or medium block freed
 // already ("double free"). Freeing it anyway would corrupt the heap.
 // realloc says the same of the same pointers, in its own name.
+// Before the first block of ours (nothing is ours yet: the runtime is not
+// even set up) every pointer but a bootstrap one is foreign.
 [[noreturn]] DUCTILE_NOINLINE void bad_free(void* p, bool by_realloc = false) noexcept {
-  const Extent* e = rt().chunks.lookup(p);
+  const Extent* e = g_ready.load(std::memory_order_acquire) ? rt().chunks.lookup(p) : nullptr;
   const bool freed = e != nullptr && e->state != chunk::ExtentState::kActive && addr(p) >= e->base &&
                      addr(p) < e->end() && is_aligned(addr(p), kPage);
   if (by_realloc) fatal_pointer(freed ? "realloc(): block freed already" : "realloc(): invalid pointer", p);
@@ -638,10 +640,7 @@ void check_block(void* p, const Extent* e) noexcept {
 void dealloc_impl(void* p, bool cached) {
   if (p == nullptr || is_bootstrap(p)) return;
   Extent* e = owner_of(p);
-  if (DUCTILE_UNLIKELY(e == nullptr || (addr(p) & 7) != 0)) {
-    if (g_ready.load(std::memory_order_acquire)) bad_free(p);
-    return;  // nothing is ours yet
-  }
+  if (DUCTILE_UNLIKELY(e == nullptr || (addr(p) & 7) != 0)) bad_free(p);
   if (g_hardened) check_block(p, e);
   dealloc_extent(p, e, cached);
   wake_background_if_rung();
@@ -739,8 +738,10 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
     errno = ENOMEM;
     return nullptr;
   }
-  // Off the 8-byte grid: no block of ours, as free() would say.
-  if (DUCTILE_UNLIKELY((addr(p) & 7) != 0) && g_ready.load(std::memory_order_acquire)) bad_free(p, true);
+  // Off the 8-byte grid, or anything but a bootstrap block before the first
+  // block of ours: no block of ours, as free() would say.
+  if (DUCTILE_UNLIKELY((addr(p) & 7) != 0 || (!g_ready.load(std::memory_order_acquire) && !is_bootstrap(p))))
+    bad_free(p, true);
   // A small object (its page's tag gives the class, as for free): stay in
   // the class, or move through the inline malloc and free -- a thread-cache
   // pop and push -- without the extent (realloc-heavy code grows small
@@ -763,12 +764,8 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
     old = bootstrap_size(p);
   } else {
     e = owner_of(p);
-    if (DUCTILE_UNLIKELY(e == nullptr)) {
-      // Not a block of ours, or one freed already: as free() would.
-      if (g_ready.load(std::memory_order_acquire)) bad_free(p, true);
-      errno = EINVAL;  // nothing is ours yet
-      return nullptr;
-    }
+    // Not a block of ours, or one freed already: as free() would.
+    if (DUCTILE_UNLIKELY(e == nullptr)) bad_free(p, true);
     old = usable_of(e);
     if (e->kind == ExtentKind::kHuge && size >= huge_threshold()) {
       // A sampled block's sample follows it, moved or not, with its new size.
