@@ -1517,16 +1517,18 @@ TEST_F(HugeTest, StatsCountEachPath) {
   EXPECT_EQ(s.growth[static_cast<size_t>(GrowthPath::kMremap)], 0u);
   EXPECT_EQ(s.growth[static_cast<size_t>(GrowthPath::kCopy)], 0u);
 
-  ASSERT_EQ(huge_->resize(e, e->size, kPage, false), p);  // headroom again
+  // Each step grows by 2 MiB only past what the step before left (growing
+  // to twice the span each time made a 1.5 GiB copy).
+  ASSERT_EQ(huge_->resize(e, 14 * kMiB, kPage, false), p);  // headroom again
   Blocker b = block_after(e);
-  void* q = huge_->resize(e, 2 * e->size, kPage, false);  // mremap
+  void* q = huge_->resize(e, e->size + 2 * kMiB, kPage, false);  // mremap
   ASSERT_NE(q, nullptr);
   unblock(b);
   Extent* t = extent(q);
-  ASSERT_EQ(huge_->resize(t, t->size, kPage, false), q);  // headroom
+  ASSERT_EQ(huge_->resize(t, t->usable + 2 * kMiB, kPage, false), q);  // headroom
   b = block_after(t);
   kernel_.fail(Sys::kMremap, ENOMEM);
-  void* r = huge_->resize(t, 2 * t->size, kPage, false);  // copy
+  void* r = huge_->resize(t, t->size + 2 * kMiB, kPage, false);  // copy
   ASSERT_NE(r, nullptr);
   unblock(b);
   EXPECT_EQ(huge_->resize_in_place(extent(r), 2 * kMiB, false), 2 * kMiB);
