@@ -21,13 +21,17 @@
  * Many blocks growing together (--blocks N, --threads T): N buffers grown
  * round-robin, each doubling from 4 KiB to top/2 and writing its new half,
  * every round (then all freed); T threads each own every T-th buffer. Its
- * limit is --bare-faulted with the same --blocks and --threads: one mapping
- * for all the buffers at their final size, faulted in before the clock
- * starts, written in the same order. Its line adds blocks, threads,
+ * limits write the same bytes in the same order into one mapping for all the
+ * buffers at their final size (with huge-page advice):
+ *   --bare-faulted  faulted in before the clock starts: the writes alone;
+ *   --bare-kept     faulted by the first round's writes and kept: memory
+ *                   that stays faulted, where every round after the first
+ *                   finds its pages (what an allocator that never gives
+ *                   the buffers' memory back and never copies could reach). Its line adds blocks, threads,
  * huge_steps (reallocs from a block of at least 2 MiB), moves among them,
  * and live_mib (the buffers' final bytes, against peak_rss_mib).
  *
- * Usage: vector_doubling [--bare-thp | --bare-faulted] [--blocks N]
+ * Usage: vector_doubling [--bare-thp | --bare-faulted | --bare-kept] [--blocks N]
  *                        [--threads T] [-v] [rounds [top]]
  *   -v      the time of each round on stderr (the loop under an allocator)
  *   rounds  default 10; top  default 1 GiB (exclusive: the last block is top/2
@@ -60,7 +64,7 @@ extern int ductile_mallctl(const char *name, void *oldp, size_t *oldlenp, void *
  * classes. */
 #define MOVE_FROM ((size_t)2 << 20)
 
-enum mode { MODE_REALLOC, MODE_BARE_THP, MODE_BARE_FAULTED };
+enum mode { MODE_REALLOC, MODE_BARE_THP, MODE_BARE_FAULTED, MODE_BARE_KEPT };
 
 static double now(void) {
   struct timespec ts;
@@ -88,7 +92,7 @@ static int parse_size(const char *s, size_t *out) {
 }
 
 static void usage(const char *argv0) {
-  fprintf(stderr, "usage: %s [--bare-thp | --bare-faulted] [--blocks N] [--threads T] [-v] [rounds [top]]\n", argv0);
+  fprintf(stderr, "usage: %s [--bare-thp | --bare-faulted | --bare-kept] [--blocks N] [--threads T] [-v] [rounds [top]]\n", argv0);
   exit(2);
 }
 
@@ -229,13 +233,14 @@ static void *many_thread(void *arg) {
   return NULL;
 }
 
-static double run_many(int bare, int rounds, size_t top, int blocks, int threads, unsigned long *steps,
+static double run_many(enum mode mode, int rounds, size_t top, int blocks, int threads, unsigned long *steps,
                        unsigned long *moves) {
   const size_t last = final_size(top);
+  const int bare = mode != MODE_REALLOC;
   char *base = NULL;
   if (bare) {
     base = map_huge(last * (size_t)blocks);
-    memset(base, 0, last * (size_t)blocks); /* faulted in before the clock starts */
+    if (mode == MODE_BARE_FAULTED) memset(base, 0, last * (size_t)blocks); /* before the clock starts */
   }
   pthread_barrier_t start;
   pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
@@ -299,6 +304,8 @@ int main(int argc, char **argv) {
       mode = MODE_BARE_THP;
     } else if (strcmp(argv[i], "--bare-faulted") == 0) {
       mode = MODE_BARE_FAULTED;
+    } else if (strcmp(argv[i], "--bare-kept") == 0) {
+      mode = MODE_BARE_KEPT;
     } else if (strcmp(argv[i], "--blocks") == 0 && i + 1 < argc) {
       blocks = atoi(argv[++i]);
       if (blocks < 1 || blocks > 100000) usage(argv[0]);
@@ -325,11 +332,12 @@ int main(int argc, char **argv) {
 
   if (blocks > 0) {
     if (mode == MODE_BARE_THP || top <= MANY_FROM) usage(argv[0]);
-    const int bare = mode == MODE_BARE_FAULTED;
+    const int bare = mode != MODE_REALLOC;
     unsigned long steps = 0, moves = 0;
-    double secs = run_many(bare, rounds, top, blocks, threads, &steps, &moves);
+    double secs = run_many(mode, rounds, top, blocks, threads, &steps, &moves);
     printf("mode=%s rounds=%d top=%zu final=%zu blocks=%d threads=%d seconds=%.4f peak_rss_mib=%.1f live_mib=%.1f",
-           bare ? "bare-faulted" : "realloc", rounds, top, final_size(top), blocks, threads, secs,
+           !bare ? "realloc" : mode == MODE_BARE_KEPT ? "bare-kept" : "bare-faulted", rounds, top,
+           final_size(top), blocks, threads, secs,
            (double)peak_rss_kib() / 1024.0, (double)final_size(top) * blocks / 1048576.0);
     if (!bare) {
       printf(" huge_steps=%lu moves=%lu", steps, moves);
@@ -339,6 +347,7 @@ int main(int argc, char **argv) {
     return 0;
   }
 
+  if (mode == MODE_BARE_KEPT) usage(argv[0]); /* a limit of the many-blocks case only */
   unsigned long moves = 0;
   double secs = mode == MODE_REALLOC ? run_realloc(rounds, top, &moves) : run_bare(mode, rounds, top);
   const char *name = mode == MODE_REALLOC ? "realloc" : mode == MODE_BARE_THP ? "bare-thp" : "bare-faulted";
