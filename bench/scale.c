@@ -28,6 +28,11 @@
  *      2.5 x --decay-ms, each call timed: p99.9 and max.
  *   7  calloc of recycled memory: a 1 GiB block (--calloc-mib) with 2 bytes
  *      written is freed, then calloc(1, 1 GiB): its time and the RSS after.
+ *   8  cycles of untouched huge blocks (issue 15, case 6): per round
+ *      --blocks blocks of 2-4 MiB, each reallocated to 2-8 MiB, all freed
+ *      (sizes from a fixed pseudo-random sequence, nothing written);
+ *      --rounds rounds, a line with the resident set and mappings after
+ *      rounds 1, 10, 50, 100, ... and the last.
  *
  * Output: one line of key=value pairs per case (time_s, peak_rss_mib from
  * VmHWM, rss_mib, maps = lines of /proc/self/maps, metadata_mib where the
@@ -384,6 +389,35 @@ static void case_calloc(void) {
   free(q);
 }
 
+/* ---- 8 ---------------------------------------------------------------- */
+static uint64_t rng_next(uint64_t* s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return *s;
+}
+/* A page-multiple size in [lo, hi) MiB. */
+static size_t mib_between(uint64_t* s, size_t lo, size_t hi) {
+  const size_t pages = (hi - lo) << 8;
+  return (lo << 20) + (size_t)(rng_next(s) % pages) * 4096;
+}
+static void case_cycles(void) {
+  char** b = must(calloc((size_t)opt_blocks, sizeof *b), "calloc");
+  uint64_t seed = 88172645463325252ull;
+  double t0 = now_s();
+  for (long r = 1; r <= opt_rounds; r++) {
+    for (long i = 0; i < opt_blocks; i++) b[i] = must(malloc(mib_between(&seed, 2, 4)), "malloc");
+    for (long i = 0; i < opt_blocks; i++) b[i] = must(realloc(b[i], mib_between(&seed, 2, 8)), "realloc");
+    for (long i = 0; i < opt_blocks; i++) free(b[i]);
+    if (r == 1 || r == 10 || r % 50 == 0 || r == opt_rounds) {
+      printf("case=8 blocks=%ld round=%ld ", opt_blocks, r);
+      report_common(now_s() - t0);
+      printf("\n");
+    }
+  }
+  free(b);
+}
+
 static void usage(void) {
   fprintf(stderr,
           "usage: scale --case N [--rounds N] [--blocks N] [--medium N] [--huge BYTES]\n"
@@ -424,6 +458,7 @@ int main(int argc, char** argv) {
     case 5: case_idle_class(); break;
     case 6: case_latency(); break;
     case 7: case_calloc(); break;
+    case 8: case_cycles(); break;
     default: usage();
   }
   return 0;
