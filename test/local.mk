@@ -246,6 +246,12 @@ test_integration_startup_prog_SOURCES = test/integration/startup_prog.c test/int
 test_integration_startup_prog_LDADD = libductile.la
 TESTS += test/integration/startup_prog
 
+# A bad free as the process's first call into ductile (no runtime yet).
+check_PROGRAMS += test/integration/first_call_prog
+test_integration_first_call_prog_SOURCES = test/integration/first_call_prog.c test/integration/prog_check.h
+test_integration_first_call_prog_LDADD = libductile.la
+TESTS += test/integration/first_call_prog
+
 # Bad frees, fork while other threads are inside the allocator, many
 # threads on few cores (the allocator's objects linked in, as core_test).
 check_PROGRAMS += test/unit/hardening_test
