@@ -176,6 +176,18 @@ int ctl_os_purged_ranges(Req& r, const size_t*, size_t) {
   return read_only(r, core::rt().os.counters().purged_ranges.load(std::memory_order_relaxed));
 }
 
+// The mapping budget near vm.max_map_count (os/map_budget.h).
+int ctl_maps_limit(Req& r, const size_t*, size_t) { return read_only(r, core::rt().os.map_budget().limit()); }
+int ctl_maps_threshold(Req& r, const size_t*, size_t) {
+  return read_only(r, core::rt().os.map_budget().threshold());
+}
+int ctl_maps_count(Req& r, const size_t*, size_t) { return read_only(r, core::rt().os.map_budget().last_count()); }
+int ctl_maps_counts(Req& r, const size_t*, size_t) { return read_only(r, core::rt().os.map_budget().counts()); }
+int ctl_maps_tight(Req& r, const size_t*, size_t) { return read_only(r, core::rt().os.map_budget().tight()); }
+int ctl_maps_splits_avoided(Req& r, const size_t*, size_t) {
+  return read_only(r, core::rt().os.counters().splits_avoided.load(std::memory_order_relaxed));
+}
+
 int ctl_trim(Req& r, const size_t*, size_t) {
   if (writes(r)) return EPERM;
   size_t purged = core::trim();
@@ -519,10 +531,15 @@ constexpr Node kPrefault[] = {
     LEAF("populated_bytes", ctl_prefault_bytes),
 };
 constexpr Node kMedium[] = {LEAF("allocated", ctl_medium_allocated)};
+constexpr Node kMaps[] = {
+    LEAF("limit", ctl_maps_limit),   LEAF("threshold", ctl_maps_threshold),
+    LEAF("count", ctl_maps_count),   LEAF("counts", ctl_maps_counts),
+    LEAF("tight", ctl_maps_tight),   LEAF("splits_avoided", ctl_maps_splits_avoided),
+};
 constexpr Node kDuctile[] = {
     INNER("huge", kHuge),     INNER("os", kOs),   INNER("chunk", kChunk),
     INNER("small", kSmall),   INNER("medium", kMedium), INNER("prefault", kPrefault),
-    LEAF("trim", ctl_trim),
+    INNER("maps", kMaps),     LEAF("trim", ctl_trim),
 };
 constexpr Node kRootKids[] = {
     LEAF("version", ctl_version),

@@ -789,6 +789,30 @@ TEST(Mallctl, StatsAreOrderedAndFollowAllocations) {
   EXPECT_LE(read_ctl<size_t>("stats.allocated"), grown - 32 * kMiB);
 }
 
+// The mapping budget's figures (os/map_budget.h): the kernel's limit as
+// read at start-up, the threshold past which ductile stops splitting
+// mappings, and the last count of the process's mappings.
+TEST(Mallctl, MapsReportTheMappingBudget) {
+  size_t limit = os::kDefaultMaxMapCount;
+  if (FILE* f = std::fopen("/proc/sys/vm/max_map_count", "r")) {
+    unsigned long v = 0;
+    if (std::fscanf(f, "%lu", &v) == 1 && v != 0) limit = v;
+    std::fclose(f);
+  }
+  EXPECT_EQ(read_ctl<size_t>("ductile.maps.limit"), limit);
+  EXPECT_EQ(read_ctl<size_t>("ductile.maps.threshold"), limit / 2);
+  EXPECT_FALSE(read_ctl<bool>("ductile.maps.tight"));
+  const os::MapBudget& b = core::rt().os.map_budget();
+  EXPECT_EQ(read_ctl<uint64_t>("ductile.maps.counts"), b.counts());
+  EXPECT_EQ(read_ctl<size_t>("ductile.maps.count"), b.last_count());
+  EXPECT_LE(read_ctl<size_t>("ductile.maps.count"), limit);
+  EXPECT_EQ(read_ctl<uint64_t>("ductile.maps.splits_avoided"),
+            core::rt().os.counters().splits_avoided.load(std::memory_order_relaxed));
+  // Read-only.
+  size_t v = 1;
+  EXPECT_EQ(ductile_mallctl("ductile.maps.limit", nullptr, nullptr, &v, sizeof v), EPERM);
+}
+
 TEST(Mallctl, StatsMatchTheSnapshot) {
   core::StatsSnapshot s;
   core::take_snapshot(s);
