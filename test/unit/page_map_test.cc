@@ -7,11 +7,16 @@
 namespace ductile {
 namespace {
 
-TEST(PageMap, SetAndLookup) {
+// A page map over the fake kernel's memory, as the chunk layer makes one.
+class PageMapTest : public ::testing::Test {
+ protected:
   test::FakeKernel k;
-  os::Os os(k);
-  chunk::MetaAlloc meta(os);
-  chunk::PageMap map(meta);
+  os::Os os{k};
+  chunk::MetaAlloc meta{os};
+  chunk::PageMap map{meta};
+};
+
+TEST_F(PageMapTest, SetAndLookup) {
   chunk::Extent e;
   e.base = uintptr_t{5} << 40;
   e.size = 64 * kPage;
@@ -32,11 +37,7 @@ TEST(PageMap, SetAndLookup) {
   EXPECT_FALSE(map.ensure(uintptr_t{1} << 48, kPage));
 }
 
-TEST(PageMap, TagsRoundTripAndLookupIgnoresThem) {
-  test::FakeKernel k;
-  os::Os os(k);
-  chunk::MetaAlloc meta(os);
-  chunk::PageMap map(meta);
+TEST_F(PageMapTest, TagsRoundTripAndLookupIgnoresThem) {
   chunk::Extent e;
   e.base = uintptr_t{7} << 40;
   e.size = 16 * kPage;
@@ -75,11 +76,7 @@ TEST(PageMap, TagsRoundTripAndLookupIgnoresThem) {
 // A range with a tag step numbers its pages in the tags (hardened builds'
 // slabs: small::kSlabPageTagStep), and the class in the low byte reads the
 // same on every page.
-TEST(PageMap, ATagStepNumbersThePages) {
-  test::FakeKernel k;
-  os::Os os(k);
-  chunk::MetaAlloc meta(os);
-  chunk::PageMap map(meta);
+TEST_F(PageMapTest, ATagStepNumbersThePages) {
   chunk::Extent e;
   e.base = uintptr_t{9} << 40;
   e.size = 32 * kPage;
@@ -98,11 +95,7 @@ TEST(PageMap, ATagStepNumbersThePages) {
 // Records at 2 MiB-aligned pages (where huge spans begin) and page entries
 // answer together: the record where no mapped range covers the page, the
 // mapped range where one does, and clearing either leaves the other.
-TEST(PageMap, RecordsAndMappedRangesAtHugePageBoundaries) {
-  test::FakeKernel k;
-  os::Os os(k);
-  chunk::MetaAlloc meta(os);
-  chunk::PageMap map(meta);
+TEST_F(PageMapTest, RecordsAndMappedRangesAtHugePageBoundaries) {
   chunk::Extent e, s;
   e.base = uintptr_t{5} << 40;
   e.size = 2 * kHugePage;
@@ -129,11 +122,7 @@ TEST(PageMap, RecordsAndMappedRangesAtHugePageBoundaries) {
   EXPECT_EQ(map.lookup(e.end() - kPage), nullptr);
 }
 
-TEST(PageMap, NodeAllocationFailureIsReported) {
-  test::FakeKernel k;
-  os::Os os(k);
-  chunk::MetaAlloc meta(os);
-  chunk::PageMap map(meta);
+TEST_F(PageMapTest, NodeAllocationFailureIsReported) {
   k.fail(test::Sys::kMmap, ENOMEM);
   chunk::Extent e;
   e.base = uintptr_t{6} << 40;
