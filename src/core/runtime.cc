@@ -738,10 +738,10 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
     errno = ENOMEM;
     return nullptr;
   }
-  // Off the 8-byte grid, or anything but a bootstrap block before the first
-  // block of ours: no block of ours, as free() would say.
-  if (DUCTILE_UNLIKELY((addr(p) & 7) != 0 || (!g_ready.load(std::memory_order_acquire) && !is_bootstrap(p))))
-    bad_free(p, true);
+  // Off the 8-byte grid: no block of ours, as free() would say. (Before the
+  // first block of ours, a pointer on the grid finds no tag and no owner
+  // below, and is refused there, as free() refuses it.)
+  if (DUCTILE_UNLIKELY((addr(p) & 7) != 0)) bad_free(p, true);
   // A small object (its page's tag gives the class, as for free): stay in
   // the class, or move through the inline malloc and free -- a thread-cache
   // pop and push -- without the extent (realloc-heavy code grows small
