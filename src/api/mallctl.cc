@@ -138,6 +138,8 @@ DUCTILE_STAT(ctl_chunk_allocs, uint64_t, s.chunk.allocs)
 DUCTILE_STAT(ctl_chunk_frees, uint64_t, s.chunk.frees)
 DUCTILE_STAT(ctl_chunk_purges, uint64_t, s.chunk.purges)
 DUCTILE_STAT(ctl_chunk_purged_bytes, uint64_t, s.chunk.purged_bytes)
+DUCTILE_STAT(ctl_chunk_map_pages, size_t, s.chunk.map_pages)
+DUCTILE_STAT(ctl_chunk_map_released, uint64_t, s.chunk.map_released)
 
 DUCTILE_STAT(ctl_huge_allocs, uint64_t, s.huge_layer.allocs)
 DUCTILE_STAT(ctl_huge_frees, uint64_t, s.huge_layer.frees)
@@ -519,6 +521,7 @@ constexpr Node kChunk[] = {
     LEAF("clean", ctl_chunk_clean),       LEAF("allocs", ctl_chunk_allocs),
     LEAF("frees", ctl_chunk_frees),       LEAF("purges", ctl_chunk_purges),
     LEAF("purged_bytes", ctl_chunk_purged_bytes),
+    LEAF("map_pages", ctl_chunk_map_pages), LEAF("map_released", ctl_chunk_map_released),
 };
 constexpr Node kSmall[] = {
     LEAF("allocated", ctl_small_allocated),   LEAF("active", ctl_small_active),

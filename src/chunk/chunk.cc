@@ -2,6 +2,7 @@
 
 #include <sys/auxv.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -661,8 +662,12 @@ void ChunkLayer::free(Extent* e, size_t committed, uint64_t idle_since) noexcept
   // decay_ms:0 purges on free, every time: the rate limit of maybe_decay()
   // would leave the frees of one clock tick dirty in a program that then
   // goes quiet.
-  if (options_.decay_ns == 0) (void)purge_dirty(0, SIZE_MAX, false);  // (what was freed: unbounded by design)
-  else maybe_decay();
+  if (options_.decay_ns == 0) {
+    (void)purge_dirty(0, SIZE_MAX, false);  // (what was freed: unbounded by design)
+    maybe_release_map(clock_.now_ns(), kMapStepChunks);
+  } else {
+    maybe_decay();
+  }
 }
 
 void ChunkLayer::arm(size_t bytes) noexcept {
@@ -712,6 +717,10 @@ void ChunkLayer::refill(Extent* e) noexcept {
 
 bool ChunkLayer::map_interior(Extent* e, uint16_t tag, uint16_t tag_step) noexcept {
   if (e == nullptr || e->state != ExtentState::kActive) return false;
+  // Under the lock, as every write of page-map entries where there may be
+  // none yet: the pass of release_map() gives back pages of entries that
+  // hold only zeroes, and must not drop a store made while it looks.
+  LockGuard g(lock_);
   if (!page_map_.set_range(e->base, e->size, e, tag, tag_step)) return false;
   e->interior_mapped = true;
   return true;
@@ -869,6 +878,7 @@ ChunkLayer::DecayResult ChunkLayer::purge_dirty(uint64_t min_age_ns, size_t budg
 
 void ChunkLayer::maybe_decay() noexcept {
   uint64_t now = clock_.now_ns();
+  maybe_release_map(now, kMapStepChunks);
   // Look at most four times per decay period -- a cheap check on the free
   // path -- unless the last step left old extents for the next calls.
   uint64_t last = __atomic_load_n(&last_decay_ns_, __ATOMIC_RELAXED);
@@ -884,10 +894,32 @@ void ChunkLayer::maybe_decay() noexcept {
 size_t ChunkLayer::decay() noexcept {
   __atomic_store_n(&last_decay_ns_, clock_.now_ns(), __ATOMIC_RELAXED);
   backlog_.store(false, std::memory_order_relaxed);
-  return purge_dirty(options_.decay_ns).bytes;
+  const size_t bytes = purge_dirty(options_.decay_ns).bytes;
+  maybe_release_map(clock_.now_ns(), SIZE_MAX);
+  return bytes;
 }
 
-size_t ChunkLayer::trim() noexcept { return purge_dirty(0).bytes; }
+size_t ChunkLayer::trim() noexcept {
+  const size_t bytes = purge_dirty(0).bytes;
+  (void)release_map(SIZE_MAX, false);
+  return bytes;
+}
+
+bool ChunkLayer::release_map(size_t budget, bool aged) noexcept {
+  LockGuard g(lock_);
+  bool more = false;
+  stats_.map_released += page_map_.release_idle(os_, budget, &more, aged);
+  return more;
+}
+
+void ChunkLayer::maybe_release_map(uint64_t now, size_t budget) noexcept {
+  const bool backlog = map_backlog_.load(std::memory_order_relaxed);
+  uint64_t last = last_map_pass_ns_.load(std::memory_order_relaxed);
+  const uint64_t period = std::max<uint64_t>(options_.decay_ns / 4, kMapPassMinNs);
+  if (!backlog && now - last < period) return;
+  if (!last_map_pass_ns_.compare_exchange_strong(last, now, std::memory_order_relaxed)) return;
+  map_backlog_.store(release_map(budget, true), std::memory_order_relaxed);
+}
 
 ChunkStats ChunkLayer::stats() const noexcept {
   LockGuard g(lock_);
@@ -895,6 +927,7 @@ ChunkStats ChunkLayer::stats() const noexcept {
   s.dirty = dirty_bytes();
   s.clean = clean_[0].bytes() + clean_[1].bytes();
   s.dirty_extents = dirty_[0].count() + dirty_[1].count();
+  s.map_pages = page_map_.written_pages();
   return s;
 }
 

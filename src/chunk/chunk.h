@@ -95,6 +95,8 @@ struct ChunkStats {
   uint64_t alloc_at_refusals = 0;
   uint64_t purged_bytes = 0;
   uint64_t purges = 0;  // extents purged
+  size_t map_pages = 0;         // pages of page-map entries written and not given back
+  uint64_t map_released = 0;    // bytes of such pages given back (PageMap::release_idle)
 };
 
 class ChunkLayer {
@@ -177,7 +179,7 @@ class ChunkLayer {
   // Tags the page-map entry of the first page of active extent `e` (owned
   // by the caller). Any later change of e's boundaries (grow, shrink, free)
   // clears it again.
-  void tag_first_page(Extent* e, uint16_t tag) noexcept { page_map_.set_tag(e->base, e, tag, e->interior_mapped); }
+  void tag_first_page(Extent* e, uint16_t tag) noexcept { page_map_.set_tag(e->base, e, tag); }
   // Lends [base, base + size) of active, interior-mapped extent `parent` to
   // an upper layer that carves it further (a slab region's slabs): a new
   // active extent with every page mapped to it (untagged; map_interior
@@ -276,6 +278,20 @@ class ChunkLayer {
   };
   PurgeResult purge_marked(Extent* const* batch, size_t n) noexcept;
   void maybe_decay() noexcept;
+  // The page map's pass (PageMap::release_idle, lock taken): gives back its
+  // pages that hold only zeroes -- with `aged`, only those no store touched
+  // since the pass before -- looking at `budget` of them at most. True while
+  // some were left for the next step.
+  bool release_map(size_t budget, bool aged) noexcept;
+  // A pass when one is due: once per quarter of the decay time, and no more
+  // than once a second (a page written again soon after is not faulted in
+  // over and over, also with decay_ms:0), or a step right after one that
+  // stopped at its budget.
+  void maybe_release_map(uint64_t now, size_t budget) noexcept;
+  static constexpr uint64_t kMapPassMinNs = 1'000'000'000;
+  // A step's budget inside an allocator call: 64 pages looked at (at most
+  // 256 KiB read), given back in at most four system calls.
+  static constexpr size_t kMapStepChunks = 64;
   // After `dirty` bytes are known retained: rings the doorbell if armed.
   void ring_if_due(size_t dirty) noexcept;
 
@@ -291,6 +307,8 @@ class ChunkLayer {
   Extent* spare_ = nullptr;  // recycled extent structs
   uintptr_t own_cursor_ = 0;  // Options::first_hint given: this layer's own cursor
   uint64_t last_decay_ns_ = 0;
+  std::atomic<uint64_t> last_map_pass_ns_{0};
+  std::atomic<bool> map_backlog_{false};
   // The last step from a call stopped at its budget: the next call steps
   // again without waiting for the next quarter of the decay time.
   std::atomic<bool> backlog_{false};

@@ -2,10 +2,9 @@
 
 namespace ductile::chunk {
 
-std::atomic<uintptr_t>* PageMap::entry(uintptr_t a, bool create) noexcept {
+PageMap::Leaf* PageMap::leaf_for(uintptr_t a, bool create) noexcept {
   if (!in_range(a)) return nullptr;
-  size_t page = a >> kPageShift;
-  std::atomic<Leaf*>& child = root_[page >> kLevelBits];
+  std::atomic<Leaf*>& child = root_[(a >> kPageShift) >> kLevelBits];
   Leaf* leaf = child.load(std::memory_order_acquire);
   if (leaf == nullptr) {
     if (!create) return nullptr;
@@ -14,27 +13,47 @@ std::atomic<uintptr_t>* PageMap::entry(uintptr_t a, bool create) noexcept {
     if (leaf == nullptr) {
       leaf = static_cast<Leaf*>(meta_.alloc(sizeof(Leaf), kPage));
       if (leaf == nullptr) return nullptr;
+      leaf->next = leaves_.load(std::memory_order_relaxed);
+      leaves_.store(leaf, std::memory_order_release);
       child.store(leaf, std::memory_order_release);
     }
   }
-  return &leaf->slots[page & (kFanout - 1)];
+  return leaf;
 }
 
-std::atomic<uintptr_t>* PageMap::record(uintptr_t a, bool create) noexcept {
-  std::atomic<uintptr_t>* slot = entry(a, create);
-  if (slot == nullptr || (a & (kHugePage - 1)) != 0) return slot;
-  Leaf* leaf = root_[(a >> kPageShift) >> kLevelBits].load(std::memory_order_relaxed);
-  return &leaf->coarse[(a >> kHugePageShift) & (kCoarse - 1)];
+std::atomic<uintptr_t>* PageMap::entry(uintptr_t a, bool create) noexcept {
+  Leaf* leaf = leaf_for(a, create);
+  if (leaf == nullptr) return nullptr;
+  if (in_slots(a)) mark_written(leaf, a);
+  return &leaf->at(a);
+}
+
+Extent* PageMap::lookup(uintptr_t a) const noexcept {
+  if (in_slots(a)) {
+    if (!in_range(a)) return nullptr;
+    Leaf* leaf = leaf_of(a);
+    if (leaf == nullptr) return nullptr;
+    const size_t i = chunk_index(a);
+    if ((leaf->written[i / 64].load(std::memory_order_relaxed) & (uint64_t{1} << (i % 64))) == 0) return nullptr;
+  }
+  return entry_extent(lookup_entry(a));
+}
+
+void PageMap::store(uintptr_t a, uintptr_t v) noexcept {
+  std::atomic<uintptr_t>* slot = entry(a, false);
+  DUCTILE_ASSERT(slot != nullptr);
+  if (v == 0 && in_slots(a)) set_bit(leaf_of(a)->idle, chunk_index(a));
+  slot->store(v, std::memory_order_release);
 }
 
 bool PageMap::ensure(uintptr_t a, size_t len) noexcept {
   if (len == 0) return true;
   uintptr_t last = a + len - 1;
   if (last < a || !in_range(last)) return false;
-  // One entry per leaf is enough to create the leaf.
+  // One address per leaf is enough to create the leaf.
   constexpr size_t kLeafSpan = kFanout << kPageShift;
   for (uintptr_t p = align_down(a, kLeafSpan); p <= last; p += kLeafSpan) {
-    if (entry(p < a ? a : p, true) == nullptr) return false;
+    if (leaf_for(p < a ? a : p, true) == nullptr) return false;
     if (p + kLeafSpan < p) break;
   }
   return true;
@@ -44,21 +63,21 @@ bool PageMap::set_range(uintptr_t a, size_t len, Extent* e, uint16_t tag, uint16
   if (!ensure(a, len)) return false;
   DUCTILE_ASSERT(tag_step == 0 || tag + ((len >> kPageShift) - 1) * tag_step <= UINT16_MAX);
   for (uintptr_t p = a; p < a + len; p += kPage) {
-    entry(p, false)->store(make_entry(e, tag), std::memory_order_release);
+    store(p, make_entry(e, tag));
     tag = static_cast<uint16_t>(tag + tag_step);
   }
   return true;
 }
 
-void PageMap::set_tag(uintptr_t a, Extent* e, uint16_t tag, bool mapped) noexcept {
-  std::atomic<uintptr_t>* slot = mapped ? entry(a, false) : record(a, false);
+void PageMap::set_tag(uintptr_t a, Extent* e, uint16_t tag) noexcept {
+  std::atomic<uintptr_t>* slot = entry(a, false);
   DUCTILE_CHECK(slot != nullptr && entry_extent(slot->load(std::memory_order_relaxed)) == e);
   slot->store(make_entry(e, tag), std::memory_order_release);
 }
 
 bool PageMap::set_boundaries(Extent* e) noexcept {
-  std::atomic<uintptr_t>* first = record(e->base, true);
-  std::atomic<uintptr_t>* last = record(e->end() - kPage, true);
+  std::atomic<uintptr_t>* first = entry(e->base, true);
+  std::atomic<uintptr_t>* last = entry(e->end() - kPage, true);
   if (first == nullptr || last == nullptr) return false;
   const uintptr_t v = make_entry(e, 0);
   first->store(v, std::memory_order_release);
@@ -67,19 +86,71 @@ bool PageMap::set_boundaries(Extent* e) noexcept {
 }
 
 bool PageMap::set_active_boundaries(Extent* e) noexcept {
-  std::atomic<uintptr_t>* first = record(e->base, true);
+  std::atomic<uintptr_t>* first = entry(e->base, true);
   if (first == nullptr) return false;
   first->store(make_entry(e, 0), std::memory_order_release);
   return true;
 }
 
 void PageMap::clear_record(uintptr_t a) noexcept {
-  if (std::atomic<uintptr_t>* slot = record(a, false)) slot->store(0, std::memory_order_release);
+  if (leaf_of(a) != nullptr) store(a, 0);
 }
 
 void PageMap::clear_boundaries(const Extent* e) noexcept {
   clear_record(e->base);
   clear_record(e->end() - kPage);
+}
+
+size_t PageMap::release_idle(os::Os& os, size_t budget, bool* more, bool aged) noexcept {
+  os::Range ranges[os::kPurgeBatch];
+  size_t n = 0, bytes = 0;
+  auto flush = [&] {
+    // A range the kernel refused stays resident, its chunks no longer
+    // marked written: until written again, counted as given back.
+    const size_t done = os.purge(ranges, n);
+    for (size_t k = 0; k < done; k++) bytes += ranges[k].size;
+    n = 0;
+  };
+  if (more != nullptr) *more = false;
+  for (Leaf* leaf = leaves_.load(std::memory_order_acquire); leaf != nullptr; leaf = leaf->next) {
+    for (size_t w = 0; w < kCoarse / 64; w++) {
+      uint64_t idle = leaf->idle[w].load(std::memory_order_relaxed);
+      while (idle != 0) {
+        if (budget == 0) {
+          if (more != nullptr) *more = true;
+          if (n > 0) flush();
+          return bytes;
+        }
+        budget--;
+        const size_t i = w * 64 + static_cast<size_t>(__builtin_ctzll(idle));
+        const uint64_t bit = uint64_t{1} << (i % 64);
+        idle &= ~bit;
+        if (leaf->recent[w].load(std::memory_order_relaxed) & bit) {
+          // Written since the last pass: idle still, looked at again next time.
+          leaf->recent[w].fetch_and(~bit, std::memory_order_relaxed);
+          if (aged) continue;
+        }
+        leaf->idle[w].fetch_and(~bit, std::memory_order_relaxed);
+        if ((leaf->written[w].load(std::memory_order_relaxed) & bit) == 0) continue;
+        std::atomic<uintptr_t>* page = &leaf->slots[i * kChunkPages];
+        bool zero = true;
+        for (size_t k = 0; k < kChunkPages && zero; k++) zero = page[k].load(std::memory_order_relaxed) == 0;
+        if (!zero) continue;
+        leaf->written[w].fetch_and(~bit, std::memory_order_relaxed);
+        written_pages_.fetch_sub(1, std::memory_order_relaxed);
+        // Adjacent chunks' pages of slots are adjacent: one range for a run.
+        void* at = static_cast<void*>(page);
+        if (n > 0 && static_cast<char*>(ranges[n - 1].addr) + ranges[n - 1].size == at) {
+          ranges[n - 1].size += kPage;
+          continue;
+        }
+        if (n == os::kPurgeBatch) flush();
+        ranges[n++] = os::Range{at, kPage};
+      }
+    }
+  }
+  if (n > 0) flush();
+  return bytes;
 }
 
 }  // namespace ductile::chunk

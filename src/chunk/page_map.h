@@ -18,24 +18,46 @@
 //
 // Two kinds of entries. *Records* say where an extent begins and ends: the
 // chunk layer writes one at an extent's first page and (for a free extent)
-// at its last, which is all that neighbour lookups need. A record at a
-// 2 MiB-aligned page goes to the leaf's *coarse* slots, one per 2 MiB,
-// instead of the page's own entry: a huge span starts (and its neighbour
-// starts) at such a page, and the page entries of two spans 2 MiB or more
-// apart lie in different 4 KiB pages of the leaf, a resident page of
-// metadata per span (30 000 sparsely used 2-4 MiB blocks held 245 MiB of
-// it). *Mapped ranges* (set_range) are page entries for every page of an
-// extent, tagged or not, for upper layers that look up interior pointers.
-// lookup_entry() reads the page entry and, where that is zero at a
-// 2 MiB-aligned page, the coarse slot. Invariants the chunk layer keeps:
-//  * the page entry of a 2 MiB-aligned page is zero unless a mapped range
-//    covers it (records never go there);
-//  * entries strictly inside an extent are zero unless a mapped range
-//    covers them, and an active extent's last page is recorded only where
-//    it was a free extent's last page before: a record that becomes
-//    interior is cleared, never left pointing at a merged extent. (Reading
-//    an entry to check it is no help: on some kernels a read of a
-//    never-written page makes it resident too.)
+// at its last, which is all that neighbour lookups need. *Mapped ranges*
+// (set_range) are entries for every page of an extent, tagged or not, for
+// upper layers that look up interior pointers.
+//
+// Where an entry lives. The entries of the first and the last page of each
+// 2 MiB of address (a *chunk*) live side by side in a small array of the
+// leaf, its *edges* (two slots per chunk, 8 KiB per leaf), every other
+// page's in the page's own slot; each page has one entry, read by one load.
+// A huge span starts and ends at chunk boundaries, and the slots of two
+// spans 2 MiB or more apart lie in different 4 KiB pages of the leaf: with
+// the slots, a resident page of metadata per span boundary (30 000 sparsely
+// used 2-4 MiB blocks held 245 MiB of it), and free() of a huge block would
+// fault in its chunk's page of slots just by reading it.
+//
+// Invariants the chunk layer keeps: entries strictly inside an extent are
+// zero unless a mapped range covers them, and an active extent's last page
+// is recorded only where it was a free extent's last page before: a record
+// that becomes interior is cleared, never left pointing at a merged extent.
+//
+// Pages of slots are given back. Records come and go at arbitrary pages as
+// extents split and merge, and without this every page of slots a boundary
+// ever fell in stayed resident: cycles of huge blocks at ever new addresses
+// ended with one resident page per 2 MiB of every reservation (2 MiB per
+// GiB, 58 MiB for 30 GiB reserved), nearly all of it zeroes. Each leaf has
+// three bits per 2 MiB of address (a *chunk*): *written*, its page of slots
+// was written since it was last given back; *idle*, a zero was stored there
+// since the pass last found it in use; *recent*, it was written since the
+// last pass. release_idle(), the pass, gives back the pages of idle chunks
+// that no store touched since the pass before and that hold only zeroes.
+// The chunk layer runs it with its decay, so a page of slots goes back once
+// it has held only zeroes for a quarter of the decay time. Given back at
+// every free instead, the records of a cycle of huge blocks were faulted in
+// again round after round, and the cycles took four times as long. The
+// pass runs under the chunk layer's lock, which every writer of a page that
+// may hold only zeroes holds too: it cannot drop a store made while it
+// looks. And reads count: on the kernels ductile runs on, a read of a
+// never-written anonymous page makes it resident as a write does (no shared
+// zero page), so lookup() -- the chunk layer's neighbour lookups, at
+// arbitrary pages -- does not read a page of slots whose written bit is
+// clear: every entry there is zero.
 #pragma once
 
 #include <atomic>
@@ -44,6 +66,7 @@
 #include "base/lock.h"
 #include "chunk/extent.h"
 #include "chunk/meta_alloc.h"
+#include "os/os.h"
 
 namespace ductile::chunk {
 
@@ -85,13 +108,12 @@ class PageMap {
     if (top >= kFanout) return 0;
     Leaf* leaf = root_[top].load(std::memory_order_acquire);
     if (leaf == nullptr) return 0;
-    uintptr_t v = leaf->slots[(a >> kPageShift) & (kFanout - 1)].load(std::memory_order_acquire);
-    if (DUCTILE_UNLIKELY(v == 0) && (a & (kHugePage - kPage)) == 0)
-      v = leaf->coarse[(a >> kHugePageShift) & (kCoarse - 1)].load(std::memory_order_acquire);
-    return v;
+    return leaf->at(a).load(std::memory_order_acquire);
   }
-  // nullptr when no extent was ever registered at that page.
-  Extent* lookup(uintptr_t a) const noexcept { return entry_extent(lookup_entry(a)); }
+  // The extent recorded or mapped at page a; nullptr where none is. Unlike
+  // lookup_entry(), does not read (and so fault in) a page of slots that
+  // holds only zeroes: for lookups at pages that may have no entry.
+  Extent* lookup(uintptr_t a) const noexcept;
 
   // Maps every page of [a, a+len) to e, with `tag` (a mapped range; nullptr
   // clears the page entries), plus `tag_step` for each page after the
@@ -100,9 +122,8 @@ class PageMap {
   // keep their old value).
   [[nodiscard]] bool set_range(uintptr_t a, size_t len, Extent* e, uint16_t tag = 0,
                                uint16_t tag_step = 0) noexcept;
-  // Sets the tag of page a's entry, which holds e already: its page entry
-  // where a mapped range covers it (`mapped`), else e's record there.
-  void set_tag(uintptr_t a, Extent* e, uint16_t tag, bool mapped) noexcept;
+  // Sets the tag of page a's entry, which holds e already.
+  void set_tag(uintptr_t a, Extent* e, uint16_t tag) noexcept;
   // Records e at its first and last page: enough for neighbour lookups.
   [[nodiscard]] bool set_boundaries(Extent* e) noexcept;
   // Records an extent being handed out (kActive) at its first page only: its
@@ -115,19 +136,69 @@ class PageMap {
   // Pre-creates the nodes covering [a, a+len), so later sets cannot fail.
   [[nodiscard]] bool ensure(uintptr_t a, size_t len) noexcept;
 
+  // The pass: gives back (through `os`) the pages of slots of idle chunks
+  // that no store touched since the last pass and that hold only zeroes,
+  // looking at `budget` idle chunks at most. The caller holds the lock that
+  // every writer of a page of slots holding only zeroes holds (see above).
+  // Returns the bytes given back; *more: idle chunks were left unchecked.
+  // Without `aged`, every idle chunk that holds only zeroes goes (trim).
+  size_t release_idle(os::Os& os, size_t budget = SIZE_MAX, bool* more = nullptr, bool aged = true) noexcept;
+  // Pages of entries written and not given back since: at most what the
+  // map's leaves hold resident, besides their edges.
+  size_t written_pages() const noexcept { return written_pages_.load(std::memory_order_relaxed); }
+
  private:
   static constexpr size_t kCoarse = kFanout >> (kHugePageShift - kPageShift);
+  static size_t chunk_index(uintptr_t a) noexcept { return (a >> kHugePageShift) & (kCoarse - 1); }
+  static constexpr size_t kChunkPages = kHugePage / kPage;  // entries in one page of entries
   struct Leaf {
     std::atomic<uintptr_t> slots[kFanout];
-    std::atomic<uintptr_t> coarse[kCoarse];  // records at 2 MiB-aligned pages
+    std::atomic<uintptr_t> edges[2 * kCoarse];  // each chunk's first and last page's entries
+    std::atomic<uint64_t> written[kCoarse / 64];  // per chunk: its page of slots was written
+    std::atomic<uint64_t> idle[kCoarse / 64];     // per chunk: a zero was stored in its page
+    std::atomic<uint64_t> recent[kCoarse / 64];   // per chunk: written since the last pass
+    Leaf* next;                                   // the list of leaves, for the pass
+
+    // Where page a's entry lives. A chunk's first and last page are the
+    // pages one before and one past a multiple of kChunkPages, one compare;
+    // the first is even and the last odd, so their parity picks the edge.
+    DUCTILE_ALWAYS_INLINE std::atomic<uintptr_t>& at(uintptr_t a) noexcept {
+      const size_t page = a >> kPageShift;
+      if (DUCTILE_LIKELY(((page + 1) & (kChunkPages - 1)) > 1)) return slots[page & (kFanout - 1)];
+      return edges[2 * chunk_index(a) + (page & 1)];
+    }
   };
+  // Whether page a's entry is in a page of slots (not a chunk's first or last page).
+  static bool in_slots(uintptr_t a) noexcept { return (((a >> kPageShift) + 1) & (kChunkPages - 1)) > 1; }
+  static_assert(kChunkPages * sizeof(uintptr_t) == kPage, "one page of entries per 2 MiB chunk");
+  Leaf* leaf_of(uintptr_t a) const noexcept {
+    return root_[(a >> kPageShift) >> kLevelBits].load(std::memory_order_acquire);
+  }
+  // Notes that the page of slots holding a's entry is being written.
+  void mark_written(Leaf* leaf, uintptr_t a) noexcept {
+    const size_t c = chunk_index(a);
+    const uint64_t bit = uint64_t{1} << (c % 64);
+    std::atomic<uint64_t>& w = leaf->written[c / 64];
+    if ((w.load(std::memory_order_relaxed) & bit) == 0 && (w.fetch_or(bit, std::memory_order_relaxed) & bit) == 0)
+      written_pages_.fetch_add(1, std::memory_order_relaxed);
+    set_bit(leaf->recent, c);
+  }
+  static void set_bit(std::atomic<uint64_t>* bits, size_t c) noexcept {
+    const uint64_t bit = uint64_t{1} << (c % 64);
+    if ((bits[c / 64].load(std::memory_order_relaxed) & bit) == 0) bits[c / 64].fetch_or(bit, std::memory_order_relaxed);
+  }
+  // Stores v into page a's entry (which exists), marking its page of slots.
+  void store(uintptr_t a, uintptr_t v) noexcept;
+  // Page a's entry, for writing (a slot's page is marked written); nullptr
+  // where no leaf exists and `create` is false or fails.
   std::atomic<uintptr_t>* entry(uintptr_t a, bool create) noexcept;
-  // Where page a's record lives: its coarse slot when a is 2 MiB-aligned,
-  // else its page entry.
-  std::atomic<uintptr_t>* record(uintptr_t a, bool create) noexcept;
+  // The leaf covering a, created if missing and `create`; nullptr if none.
+  Leaf* leaf_for(uintptr_t a, bool create) noexcept;
 
   MetaAlloc& meta_;
   Mutex grow_lock_;  // serialises leaf creation only
+  std::atomic<size_t> written_pages_{0};
+  std::atomic<Leaf*> leaves_{nullptr};  // every leaf, newest first (grow_lock_ to add)
   std::atomic<Leaf*> root_[kFanout];  // cleared by the constructor, or already zero
 };
 

@@ -631,6 +631,56 @@ TEST_F(ChunkTest, DecayRunsFromTheFreePath) {
   chunks_->free(guard);
 }
 
+// Records of extents whose boundaries fall inside a 2 MiB chunk write its
+// page of page-map slots. Once free space has merged them away, those pages
+// hold zeroes only: they go back to the kernel with decay -- not in the
+// same quarter of the decay time (at least a second) as they were last
+// written, so a page written again soon after is not faulted in anew --
+// and at once on trim. Before, every such page stayed resident for good:
+// 2 MiB per GiB of address space that huge blocks cycled through.
+TEST_F(ChunkTest, PageMapPagesThatFreeSpaceNoLongerNeedsGoBackWithDecay) {
+  make(256 * kMiB);
+  constexpr int kBlocks = 40;
+  std::vector<Extent*> v;
+  for (int i = 0; i < kBlocks; i++) v.push_back(alloc(kHugePage + (i % 7 + 1) * kPage));
+  Extent* keep = alloc(kPage);  // an allocator call that does not touch the others
+  const size_t written = chunks_->stats().map_pages;
+  EXPECT_GE(written, size_t{kBlocks / 2}) << "boundaries inside chunks write their pages of slots";
+  for (Extent* e : v) chunks_->free(e);
+  EXPECT_LE(chunks_->stats().dirty_extents, 2u);  // merged: their records are zeroes now
+  const size_t records_left = 8;                  // what the few free extents left may hold
+  EXPECT_GE(chunks_->stats().map_pages, written) << "nothing goes back at once";
+
+  auto call = [&] {  // an allocator call: a step of decay when one is due
+    chunks_->free(keep);
+    keep = alloc(kPage);
+  };
+  // Less than a pass period later: nothing given back.
+  clock_.advance_ms(500);
+  for (int i = 0; i < 10; i++) call();
+  EXPECT_EQ(chunks_->stats().map_released, 0u);
+  // The first pass finds the pages written since the last; the next gives
+  // them back, 64 per call.
+  for (int pass = 0; pass < 2; pass++) {
+    clock_.advance_ms(1000);
+    for (int i = 0; i < 10; i++) call();
+  }
+  const chunk::ChunkStats s = chunks_->stats();
+  EXPECT_LE(s.map_pages, records_left);
+  EXPECT_GE(s.map_released, (written - records_left) * kPage);
+  EXPECT_EQ(os_->counters().purged_bytes.load() - s.purged_bytes, s.map_released)
+      << "the OS layer counts them as purged";
+
+  // trim() gives back what holds only zeroes at once, written just now or not.
+  v.clear();
+  for (int i = 0; i < kBlocks; i++) v.push_back(alloc(kHugePage + (i % 7 + 1) * kPage));
+  EXPECT_GE(chunks_->stats().map_pages, size_t{kBlocks / 2});
+  for (Extent* e : v) chunks_->free(e);
+  (void)chunks_->trim();
+  EXPECT_LE(chunks_->stats().map_pages, records_left);
+  chunks_->free(keep);
+}
+
 // A free that comes due for decay purges at most one step's budget (one
 // huge page) inside that call; the next calls go on from there without
 // waiting for the next quarter of the decay time, and the background
@@ -649,10 +699,10 @@ TEST_F(ChunkTest, DecayFromACallPurgesAtMostItsBudgetAndTheNextCallsGoOn) {
   // Every free and alloc from now on notices old dirty extents.
   size_t calls = 0;
   while (chunks_->stats().purged_bytes < 32 * kMiB && calls < 100) {
-    uint64_t before = os_->counters().purged_bytes.load();
+    uint64_t before = chunks_->stats().purged_bytes;
     if (calls % 2 == 0) chunks_->free(e);
     else e = alloc(kPage);
-    EXPECT_LE(os_->counters().purged_bytes.load() - before, kBudget) << "call " << calls;
+    EXPECT_LE(chunks_->stats().purged_bytes - before, kBudget) << "call " << calls;
     calls++;
   }
   EXPECT_EQ(chunks_->stats().purged_bytes, 32 * kMiB);
