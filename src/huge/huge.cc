@@ -359,13 +359,21 @@ GrowResult HugeLayer::extend(Extent* e, size_t usable) noexcept {
   // Take the new size's headroom along when it is free: it costs nothing
   // until touched. Not under strict overcommit, where the chunk layer
   // commits (and the kernel charges) what it adds.
+  // Failing that, the least that ends on a huge-page boundary, then the
+  // least: free space that starts mid-way in a huge page has its page-map
+  // record in a page of slots (page_map.h), and such boundaries live on
+  // through the splits and merges after.
   const size_t least = usable + guard_room();
   const size_t want = strict() ? least : span_for(usable, true);
+  const size_t whole = align_up(least, kHugePage);
+  const size_t sizes[3] = {want, whole > least && whole < want ? whole : want, least};
   for (int pass = 0; pass < 2; pass++) {
     const bool may_map = pass == 1;  // the neighbours first, then a mapping past them
-    GrowResult r = chunks_.grow(e, want, may_map);
-    if (r.path == GrowPath::kRefused && want != least) r = chunks_.grow(e, least, may_map);
-    if (r.path != GrowPath::kRefused) return r;
+    for (size_t i = 0; i < 3; i++) {
+      if (i > 0 && sizes[i] == sizes[i - 1]) continue;
+      GrowResult r = chunks_.grow(e, sizes[i], may_map);
+      if (r.path != GrowPath::kRefused) return r;
+    }
   }
   return {};
 }
@@ -420,15 +428,25 @@ void* HugeLayer::move(Extent* e, Span* s, size_t usable, size_t align, bool zero
   GrowthPath path = GrowthPath::kCopy;
   // 4. mremap: only whole blocks (not a shrinking, aligning move), and only
   // once the old span is exactly the bytes that move, so that the chunk
-  // layer can forget it afterwards. Moving no more than the block keeps the
-  // new headroom the target's own (already mapped) space.
+  // layer can forget it afterwards. Moving no more than the block's whole
+  // huge pages keeps the rest of the new headroom the target's own
+  // (already mapped) space. Whole huge pages (where the span has them:
+  // not under strict overcommit or with guard pages, whose spans are the
+  // block's pages) move by their page-table entries rather than 512 at a
+  // time, and leave both spans' free space ending on huge-page
+  // boundaries, whose page-map records need no page of slots (page_map.h).
+  size_t moved = carry;
+  if (!strict() && !guarded()) {
+    const size_t whole = align_up(carry, kHugePage);
+    if (whole >= carry && whole <= e->size && whole <= f.e->size) moved = whole;
+  }
   if (carry == e->usable) {
-    trim_span(e, s, carry);
-    if (e->size == carry) {
-      void* p = chunks_.os().remap(ptr(from), carry, carry, os::RemapMode::kFixed, ptr(f.e->base));
+    trim_span(e, s, moved);
+    if (e->size == moved) {
+      void* p = chunks_.os().remap(ptr(from), moved, moved, os::RemapMode::kFixed, ptr(f.e->base));
       if (p != nullptr) {
         path = GrowthPath::kMremap;
-      } else if (!restore_target(f.e, carry)) {
+      } else if (!restore_target(f.e, moved)) {
         // The target is in an unknown state: drop it (unmapping a hole is
         // harmless) and copy into another span.
         (void)chunks_.os().unmap(ptr(f.e->base), f.e->size);
@@ -448,9 +466,11 @@ void* HugeLayer::move(Extent* e, Span* s, size_t usable, size_t align, bool zero
   stats_.span_bytes.fetch_sub(e->size, std::memory_order_relaxed);
   adopt(t, s, f, carry);
   if (path == GrowthPath::kMremap) {
+    // Pages moved past the block hold what the old span's held there.
+    if (old_zero_from > s->zero_from) s->zero_from = old_zero_from;
     // The moved pages brought their mapping's flags along: moved from plain
     // into huge-page space they split its mapping until advised like it.
-    if (t->thp && !e->thp) (void)chunks_.os().advise_huge(ptr(t->base), carry);
+    if (t->thp && !e->thp) (void)chunks_.os().advise_huge(ptr(t->base), moved);
     chunks_.mark_remapped(t);
     chunks_.refill(e);
   } else {

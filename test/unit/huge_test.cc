@@ -620,6 +620,72 @@ TEST_F(HugeTest, MovedGrowthZeroesADirtyTarget) {
   expect_empty();
 }
 
+// A move by mremap takes the block's whole huge pages: their page-table
+// entries move, not 512 entries at a time, and both spans keep ending on
+// huge-page boundaries, whose page-map records need no page of slots.
+// Before, the old span was cut to the block's exact size first, which
+// wrote records inside a 2 MiB chunk. Bytes the old span held past the
+// block move along and are zeroed where the caller asks for zeroes.
+TEST_F(HugeTest, AMoveTakesTheBlocksWholeHugePagesAndWhatTheyHold) {
+  const size_t small = 3 * kMiB + 5 * kPage;
+  void* p = alloc(small);
+  Extent* e = extent(p);
+  ASSERT_EQ(huge_->resize(e, 3 * kMiB + 200 * kPage, kPage, false), p);  // in its headroom
+  fill(p, 3 * kMiB + 200 * kPage, 'z');
+  ASSERT_EQ(huge_->resize(e, small, kPage, false), p);  // 'z' stays past the block
+  fill(p, small, 'a');
+  Blocker b = block_after(e);
+  const size_t pages_before = chunks_->stats().map_pages;
+  kernel_.reset_calls();
+  void* q = huge_->resize(e, 16 * kMiB, kPage, true);
+  ASSERT_NE(q, nullptr);
+  ASSERT_NE(q, p);
+  ASSERT_EQ(growth(GrowthPath::kMremap), 1u);
+  size_t remaps = 0;
+  for (const auto& c : kernel_.calls()) {
+    if (c.sys != Sys::kMremap) continue;
+    remaps++;
+    EXPECT_EQ(c.len, 4 * kMiB) << "the block's two huge pages, whole";
+  }
+  EXPECT_EQ(remaps, 1u);
+  EXPECT_TRUE(holds(q, small, 'a'));
+  EXPECT_TRUE(all_zero(static_cast<char*>(q) + small, 16 * kMiB - small)) << "the old span's 'z' moved along";
+  EXPECT_EQ(chunks_->stats().map_pages, pages_before) << "no record inside a 2 MiB chunk";
+  Extent* old = chunks_->lookup(p);
+  ASSERT_NE(old, nullptr);
+  EXPECT_TRUE(old->is_free());
+  EXPECT_TRUE(is_aligned(old->end(), kHugePage));
+  unblock(b);
+  expect_consistent();
+  free(q);
+  expect_empty();
+}
+
+// Growth in place that cannot take its new headroom takes the least that
+// ends on a huge page before the least: free space that starts mid-way in a
+// huge page has its page-map record in a page of slots.
+TEST_F(HugeTest, GrowthShortOfItsHeadroomEndsOnAHugePage) {
+  void* p = alloc(2 * kMiB);
+  void* x = alloc(2 * kMiB);
+  void* busy = alloc(2 * kMiB);
+  ASSERT_EQ(addr(x), addr(p) + 4 * kMiB);
+  ASSERT_EQ(addr(busy), addr(p) + 8 * kMiB);
+  free(x);  // 4 MiB free after p's span, then a busy span
+  Extent* e = extent(p);
+  const size_t pages_before = chunks_->stats().map_pages;
+  ASSERT_EQ(huge_->resize(e, 5 * kMiB + kPage, kPage, false), p);
+  EXPECT_EQ(e->size, 6 * kMiB) << "not 5 MiB and a page";
+  EXPECT_EQ(growth(GrowthPath::kNeighbour), 1u);
+  EXPECT_EQ(chunks_->stats().map_pages, pages_before);
+  // And again, up to the busy span.
+  ASSERT_EQ(huge_->resize(e, 7 * kMiB + kPage, kPage, false), p);
+  EXPECT_EQ(e->size, 8 * kMiB);
+  expect_consistent();
+  free(p);
+  free(busy);
+  expect_empty();
+}
+
 TEST_F(HugeTest, CopiedGrowthZeroesToo) {
   void* d = alloc(32 * kMiB);
   fill(d, 32 * kMiB, 0x77);
@@ -973,6 +1039,40 @@ TEST_F(HugeTest, CyclesOfMovedBlocksLeaveNoMappingsBehind) {
   }
   EXPECT_GE(growth(GrowthPath::kMremap), kRounds * kBlocks);
   EXPECT_LE(mappings(), after_first);
+  expect_empty();
+}
+
+// Cycles of untouched blocks (2-4 MiB blocks, grown to 2-8 MiB, all freed,
+// per round, a round every 100 ms) write page-map records at ever other
+// places. Once the first rounds have set up their free space, the pages of
+// slots holding records stay as many: those the records left are given back
+// with decay, and moves and growth keep spans ending on huge pages (where
+// records need no page of slots). Before, they grew round after round
+// towards one page per 2 MiB of the address space the cycles went through.
+TEST_F(HugeTest, CyclesOfUntouchedBlocksKeepThePagesOfThePageMapFlat) {
+  make(1024 * kMiB);
+  constexpr size_t kBlocks = 200;
+  constexpr int kRounds = 100;
+  std::mt19937_64 rng(88172645463325252ull);
+  auto between = [&](size_t lo_mib, size_t hi_mib) {
+    return lo_mib * kMiB + rng() % ((hi_mib - lo_mib) * kMiB);
+  };
+  size_t at_20 = 0, most = 0;
+  for (int round = 1; round <= kRounds; round++) {
+    void* v[kBlocks];
+    for (auto& p : v) p = alloc(between(2, 4));
+    for (auto& p : v) {
+      p = huge_->resize(extent(p), between(2, 8), kPage, false);
+      ASSERT_NE(p, nullptr);
+    }
+    for (void* p : v) free(p);
+    clock_.advance_ms(100);
+    const size_t pages = chunks_->stats().map_pages;
+    if (round == 20) at_20 = pages;
+    if (round >= 20 && pages > most) most = pages;
+  }
+  EXPECT_GT(chunks_->stats().map_released, 0u);
+  EXPECT_LE(most, at_20 + at_20 / 10) << "pages of slots after round 20: " << at_20 << ", then up to " << most;
   expect_empty();
 }
 
