@@ -48,7 +48,8 @@
 // last pass. release_idle(), the pass, gives back the pages of idle chunks
 // that no store touched since the pass before and that hold only zeroes.
 // The chunk layer runs it with its decay, so a page of slots goes back once
-// it has held only zeroes for a quarter of the decay time. Given back at
+// it has held only zeroes for a quarter of the decay time (at least a
+// second). Given back at
 // every free instead, the records of a cycle of huge blocks were faulted in
 // again round after round, and the cycles took four times as long. The
 // pass runs under the chunk layer's lock, which every writer of a page that
@@ -159,9 +160,9 @@ class PageMap {
     std::atomic<uint64_t> recent[kCoarse / 64];   // per chunk: written since the last pass
     Leaf* next;                                   // the list of leaves, for the pass
 
-    // Where page a's entry lives. A chunk's first and last page are the
-    // pages one before and one past a multiple of kChunkPages, one compare;
-    // the first is even and the last odd, so their parity picks the edge.
+    // Where page a's entry lives. The page number plus one, masked to its
+    // chunk, is 1 for a chunk's first page and 0 for its last: one compare.
+    // The first is even and the last odd, so their parity picks the edge.
     DUCTILE_ALWAYS_INLINE std::atomic<uintptr_t>& at(uintptr_t a) noexcept {
       const size_t page = a >> kPageShift;
       if (DUCTILE_LIKELY(((page + 1) & (kChunkPages - 1)) > 1)) return slots[page & (kFanout - 1)];
