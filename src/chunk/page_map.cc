@@ -21,29 +21,24 @@ PageMap::Leaf* PageMap::leaf_for(uintptr_t a, bool create) noexcept {
   return leaf;
 }
 
-std::atomic<uintptr_t>* PageMap::entry(uintptr_t a, bool create) noexcept {
-  Leaf* leaf = leaf_for(a, create);
-  if (leaf == nullptr) return nullptr;
-  if (in_slots(a)) mark_written(leaf, a);
-  return &leaf->at(a);
-}
-
 Extent* PageMap::lookup(uintptr_t a) const noexcept {
   if (in_slots(a)) {
     if (!in_range(a)) return nullptr;
     Leaf* leaf = leaf_of(a);
     if (leaf == nullptr) return nullptr;
-    const size_t i = chunk_index(a);
-    if ((leaf->written[i / 64].load(std::memory_order_relaxed) & (uint64_t{1} << (i % 64))) == 0) return nullptr;
+    if (!has_bit(leaf->written, chunk_index(a))) return nullptr;
   }
   return entry_extent(lookup_entry(a));
 }
 
 void PageMap::store(uintptr_t a, uintptr_t v) noexcept {
-  std::atomic<uintptr_t>* slot = entry(a, false);
-  DUCTILE_ASSERT(slot != nullptr);
-  if (v == 0 && in_slots(a)) set_bit(leaf_of(a)->idle, chunk_index(a));
-  slot->store(v, std::memory_order_release);
+  Leaf* leaf = leaf_of(a);
+  DUCTILE_ASSERT(leaf != nullptr);
+  if (in_slots(a)) {
+    mark_written(leaf, a);
+    if (v == 0) (void)set_bit(leaf->idle, chunk_index(a));
+  }
+  leaf->at(a).store(v, std::memory_order_release);
 }
 
 bool PageMap::ensure(uintptr_t a, size_t len) noexcept {
@@ -70,30 +65,27 @@ bool PageMap::set_range(uintptr_t a, size_t len, Extent* e, uint16_t tag, uint16
 }
 
 void PageMap::set_tag(uintptr_t a, Extent* e, uint16_t tag) noexcept {
-  std::atomic<uintptr_t>* slot = entry(a, false);
-  DUCTILE_CHECK(slot != nullptr && entry_extent(slot->load(std::memory_order_relaxed)) == e);
-  slot->store(make_entry(e, tag), std::memory_order_release);
+  Leaf* leaf = in_range(a) ? leaf_of(a) : nullptr;
+  DUCTILE_CHECK(leaf != nullptr && entry_extent(leaf->at(a).load(std::memory_order_relaxed)) == e);
+  store(a, make_entry(e, tag));
 }
 
 bool PageMap::set_boundaries(Extent* e) noexcept {
-  std::atomic<uintptr_t>* first = entry(e->base, true);
-  std::atomic<uintptr_t>* last = entry(e->end() - kPage, true);
-  if (first == nullptr || last == nullptr) return false;
+  if (leaf_for(e->base, true) == nullptr || leaf_for(e->end() - kPage, true) == nullptr) return false;
   const uintptr_t v = make_entry(e, 0);
-  first->store(v, std::memory_order_release);
-  last->store(v, std::memory_order_release);
+  store(e->base, v);
+  store(e->end() - kPage, v);
   return true;
 }
 
 bool PageMap::set_active_boundaries(Extent* e) noexcept {
-  std::atomic<uintptr_t>* first = entry(e->base, true);
-  if (first == nullptr) return false;
-  first->store(make_entry(e, 0), std::memory_order_release);
+  if (leaf_for(e->base, true) == nullptr) return false;
+  store(e->base, make_entry(e, 0));
   return true;
 }
 
 void PageMap::clear_record(uintptr_t a) noexcept {
-  if (leaf_of(a) != nullptr) store(a, 0);
+  if (in_range(a) && leaf_of(a) != nullptr) store(a, 0);
 }
 
 void PageMap::clear_boundaries(const Extent* e) noexcept {
@@ -123,20 +115,19 @@ size_t PageMap::release_idle(os::Os& os, size_t budget, bool* more, bool aged) n
         }
         budget--;
         const size_t i = w * 64 + static_cast<size_t>(__builtin_ctzll(idle));
-        const uint64_t bit = uint64_t{1} << (i % 64);
-        idle &= ~bit;
-        if (leaf->recent[w].load(std::memory_order_relaxed) & bit) {
+        idle &= idle - 1;
+        if (has_bit(leaf->recent, i)) {
           // Written since the last pass: idle still, looked at again next time.
-          leaf->recent[w].fetch_and(~bit, std::memory_order_relaxed);
+          clear_bit(leaf->recent, i);
           if (aged) continue;
         }
-        leaf->idle[w].fetch_and(~bit, std::memory_order_relaxed);
-        if ((leaf->written[w].load(std::memory_order_relaxed) & bit) == 0) continue;
+        clear_bit(leaf->idle, i);
+        if (!has_bit(leaf->written, i)) continue;
         std::atomic<uintptr_t>* page = &leaf->slots[i * kChunkPages];
         bool zero = true;
         for (size_t k = 0; k < kChunkPages && zero; k++) zero = page[k].load(std::memory_order_relaxed) == 0;
         if (!zero) continue;
-        leaf->written[w].fetch_and(~bit, std::memory_order_relaxed);
+        clear_bit(leaf->written, i);
         written_pages_.fetch_sub(1, std::memory_order_relaxed);
         // Adjacent chunks' pages of slots are adjacent: one range for a run.
         void* at = static_cast<void*>(page);

@@ -175,24 +175,27 @@ class PageMap {
   Leaf* leaf_of(uintptr_t a) const noexcept {
     return root_[(a >> kPageShift) >> kLevelBits].load(std::memory_order_acquire);
   }
+  // Per-chunk bits (Leaf::written, idle, recent). set_bit: true when it was clear.
+  static bool set_bit(std::atomic<uint64_t>* bits, size_t c) noexcept {
+    const uint64_t bit = uint64_t{1} << (c % 64);
+    return (bits[c / 64].load(std::memory_order_relaxed) & bit) == 0 &&
+           (bits[c / 64].fetch_or(bit, std::memory_order_relaxed) & bit) == 0;
+  }
+  static void clear_bit(std::atomic<uint64_t>* bits, size_t c) noexcept {
+    bits[c / 64].fetch_and(~(uint64_t{1} << (c % 64)), std::memory_order_relaxed);
+  }
+  static bool has_bit(const std::atomic<uint64_t>* bits, size_t c) noexcept {
+    return (bits[c / 64].load(std::memory_order_relaxed) >> (c % 64)) & 1;
+  }
   // Notes that the page of slots holding a's entry is being written.
   void mark_written(Leaf* leaf, uintptr_t a) noexcept {
     const size_t c = chunk_index(a);
-    const uint64_t bit = uint64_t{1} << (c % 64);
-    std::atomic<uint64_t>& w = leaf->written[c / 64];
-    if ((w.load(std::memory_order_relaxed) & bit) == 0 && (w.fetch_or(bit, std::memory_order_relaxed) & bit) == 0)
-      written_pages_.fetch_add(1, std::memory_order_relaxed);
-    set_bit(leaf->recent, c);
+    if (set_bit(leaf->written, c)) written_pages_.fetch_add(1, std::memory_order_relaxed);
+    (void)set_bit(leaf->recent, c);
   }
-  static void set_bit(std::atomic<uint64_t>* bits, size_t c) noexcept {
-    const uint64_t bit = uint64_t{1} << (c % 64);
-    if ((bits[c / 64].load(std::memory_order_relaxed) & bit) == 0) bits[c / 64].fetch_or(bit, std::memory_order_relaxed);
-  }
-  // Stores v into page a's entry (which exists), marking its page of slots.
+  // Stores v into page a's entry (its leaf exists): every write goes here,
+  // which marks a page of slots written (and idle, for a zero).
   void store(uintptr_t a, uintptr_t v) noexcept;
-  // Page a's entry, for writing (a slot's page is marked written); nullptr
-  // where no leaf exists and `create` is false or fails.
-  std::atomic<uintptr_t>* entry(uintptr_t a, bool create) noexcept;
   // The leaf covering a, created if missing and `create`; nullptr if none.
   Leaf* leaf_for(uintptr_t a, bool create) noexcept;
 

@@ -3,10 +3,15 @@
 // is writable is what is charged -- and resident pages.
 #pragma once
 
+#include <sys/mman.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <vector>
+
+#include "base/common.h"
 
 namespace ductile::test {
 
@@ -35,6 +40,15 @@ inline long resident_pages() {
   if (std::fscanf(f, "%ld %ld", &size, &resident) != 2) resident = -1;
   std::fclose(f);
   return resident;
+}
+
+// Pages of [p, p + n) in memory now (mincore); SIZE_MAX where it cannot be asked.
+inline size_t resident_pages(const void* p, size_t n) {
+  std::vector<unsigned char> v((n + kPage - 1) / kPage);
+  if (::mincore(const_cast<void*>(p), n, v.data()) != 0) return SIZE_MAX;
+  size_t r = 0;
+  for (unsigned char c : v) r += c & 1;
+  return r;
 }
 
 // Lines of /proc/self/maps: the process's mappings, which vm.max_map_count

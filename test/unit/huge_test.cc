@@ -477,15 +477,6 @@ TEST_F(HugeTest, ShrinkGivesTheTailBackThenRegrow) {
   expect_empty();
 }
 
-// Pages of [p, p + n) in memory now.
-size_t resident_pages(const void* p, size_t n) {
-  std::vector<unsigned char> v(n / kPage);
-  if (mincore(const_cast<void*>(p), n, v.data()) != 0) return SIZE_MAX;
-  size_t r = 0;
-  for (unsigned char c : v) r += c & 1;
-  return r;
-}
-
 // A zeroed block on recycled pages costs what its touched pages cost: the
 // old pages are dropped (they read as zero when next touched), not written
 // over with zeros one by one (calloc of a recycled 1 GiB block with two bytes
@@ -501,7 +492,7 @@ TEST_F(HugeTest, ZeroedBlockOnRecycledPagesIsNotWrittenOver) {
   free(p);
   void* q = alloc(64 * kMiB, kPage, true);
   ASSERT_EQ(q, d);
-  EXPECT_LE(resident_pages(q, 64 * kMiB), 2u);
+  EXPECT_LE(test::resident_pages(q, 64 * kMiB), 2u);
   // A zeroed growth over dirty pages is cleared the same way.
   Extent* e = extent(q);
   fill(q, 64 * kMiB, 'g');

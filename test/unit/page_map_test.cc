@@ -1,11 +1,11 @@
 #include <gtest/gtest.h>
-#include <sys/mman.h>
 
 #include <vector>
 
 #include "chunk/page_map.h"
 #include "small/thread_cache.h"
 #include "support/fake_kernel.h"
+#include "support/maps.h"
 
 namespace ductile {
 namespace {
@@ -126,14 +126,6 @@ TEST_F(PageMapTest, RecordsAndMappedRangesAtHugePageBoundaries) {
   EXPECT_EQ(map.lookup(e.end() - kPage), nullptr);
 }
 
-// Which of the leaf's pages the kernel holds for the map: the ranges the
-// map gave back through the fake kernel are found with mincore.
-static bool resident(const test::SysCall& c) {
-  unsigned char v = 0;
-  EXPECT_EQ(mincore(c.addr, kPage, &v), 0);
-  return (v & 1) != 0;
-}
-
 // Records at pages that are not 2 MiB-aligned write the page of slots of
 // their 2 MiB chunk; once only zeroes are left there, the pass gives those
 // pages back (one range for adjacent chunks) and lookups no longer fault
@@ -179,16 +171,16 @@ TEST_F(PageMapTest, PagesOfSlotsThatHoldOnlyZeroesAreGivenBack) {
   EXPECT_EQ(calls[0].len, kPage);
   EXPECT_EQ(calls[1].len, 2 * kPage);
   EXPECT_EQ(static_cast<char*>(calls[1].addr), static_cast<char*>(calls[0].addr) + kPage);
-  EXPECT_FALSE(resident(calls[0]));
-  EXPECT_FALSE(resident(calls[1]));
+  EXPECT_EQ(test::resident_pages(calls[0].addr, calls[0].len), 0u);
+  EXPECT_EQ(test::resident_pages(calls[1].addr, calls[1].len), 0u);
 
   // Lookups there answer nothing, and do not fault the pages in again.
   for (int i = 0; i < 3; i++) {
     EXPECT_EQ(map.lookup(e[i].base), nullptr);
     EXPECT_EQ(map.lookup(e[i].end() - kPage), nullptr);
   }
-  EXPECT_FALSE(resident(calls[0]));
-  EXPECT_FALSE(resident(calls[1]));
+  EXPECT_EQ(test::resident_pages(calls[0].addr, calls[0].len), 0u);
+  EXPECT_EQ(test::resident_pages(calls[1].addr, calls[1].len), 0u);
   EXPECT_EQ(map.lookup(e[3].end() - kPage), &e[3]);
   EXPECT_EQ(map.lookup(aligned.base), &aligned);
   EXPECT_EQ(map.lookup(aligned.end() - kPage), &aligned);
