@@ -85,7 +85,7 @@ void ChunkLayer::advance_cursor(uintptr_t to) noexcept {
   }
 }
 
-Extent* ChunkLayer::new_extent(uintptr_t base, size_t size, ExtentState state, bool committed, bool thp,
+Extent* ChunkLayer::new_extent(uintptr_t base, size_t size, ExtentState state, bool committed, Space space,
                                bool remapped) noexcept {
   Extent* e = spare_;
   if (e != nullptr) {
@@ -100,7 +100,7 @@ Extent* ChunkLayer::new_extent(uintptr_t base, size_t size, ExtentState state, b
   e->size = size;
   e->state = state;
   e->committed = committed;
-  e->thp = thp;
+  e->space = space;
   set_remapped(e, remapped);
   return e;
 }
@@ -117,8 +117,8 @@ void ChunkLayer::mark_remapped(Extent* e) noexcept {
   set_remapped(e, true);
 }
 
-bool ChunkLayer::map_fresh(uintptr_t base, size_t size, bool thp) noexcept {
-  return os_.map_fresh(ptr(base), size) && (!thp || os_.advise_huge(ptr(base), size));
+bool ChunkLayer::map_fresh(uintptr_t base, size_t size, Space space) noexcept {
+  return os_.map_fresh(ptr(base), size) && (!advised(space) || os_.advise_huge(ptr(base), size));
 }
 
 void ChunkLayer::recycle(Extent* e) noexcept {
@@ -139,11 +139,11 @@ void ChunkLayer::clear_interior(Extent* e) noexcept {
 
 void ChunkLayer::insert_free(Extent* e, ExtentState state) noexcept {
   DUCTILE_ASSERT(state == ExtentState::kDirty || state == ExtentState::kClean);
-  ExtentSet& set = set_for(state, e->thp);
+  ExtentSet& set = set_for(state, e->space);
   if (e->base >= kPage) {
     Extent* left = page_map_.lookup(e->base - kPage);
     if (left != nullptr && left != e && left->state == state && left->end() == e->base &&
-        left->committed == e->committed && left->thp == e->thp && !left->remapped && !e->remapped) {
+        left->committed == e->committed && left->space == e->space && !left->remapped && !e->remapped) {
       set.remove(left);
       // The old boundary between them is interior now: its records go.
       page_map_.clear_record(e->base - kPage);
@@ -156,7 +156,7 @@ void ChunkLayer::insert_free(Extent* e, ExtentState state) noexcept {
   }
   Extent* right = page_map_.lookup(e->end());
   if (right != nullptr && right != e && right->state == state && right->base == e->end() &&
-      right->committed == e->committed && right->thp == e->thp && !right->remapped && !e->remapped) {
+      right->committed == e->committed && right->space == e->space && !right->remapped && !e->remapped) {
     set.remove(right);
     page_map_.clear_record(e->end() - kPage);
     page_map_.clear_record(right->base);
@@ -178,14 +178,14 @@ Extent* ChunkLayer::carve(Extent* e, uintptr_t start, size_t size) noexcept {
   Extent* head = nullptr;
   Extent* tail = nullptr;
   if (start > e->base) {
-    head = new_extent(e->base, start - e->base, state, e->committed, e->thp, e->remapped);
+    head = new_extent(e->base, start - e->base, state, e->committed, e->space, e->remapped);
     if (head == nullptr) {
       insert_free(e, state);
       return nullptr;
     }
   }
   if (start + size < e->end()) {
-    tail = new_extent(start + size, e->end() - (start + size), state, e->committed, e->thp, e->remapped);
+    tail = new_extent(start + size, e->end() - (start + size), state, e->committed, e->space, e->remapped);
     if (tail == nullptr) {
       if (head) recycle(head);
       insert_free(e, state);
@@ -195,12 +195,12 @@ Extent* ChunkLayer::carve(Extent* e, uintptr_t start, size_t size) noexcept {
   if (head) {
     head->freed_ns = e->freed_ns;
     (void)page_map_.set_boundaries(head);
-    set_for(state, e->thp).insert(head);
+    set_for(state, e->space).insert(head);
   }
   if (tail) {
     tail->freed_ns = e->freed_ns;
     (void)page_map_.set_boundaries(tail);
-    set_for(state, e->thp).insert(tail);
+    set_for(state, e->space).insert(tail);
   }
   e->base = start;
   e->size = size;
@@ -214,7 +214,7 @@ bool ChunkLayer::commit_carved(Extent* e, size_t commit) noexcept {
   if (!os_.commit(ptr(e->base), n)) return false;
   if (n < e->size) {
     // Only a prefix is committed: the rest goes back as uncommitted space.
-    Extent* rest = new_extent(e->base + n, e->size - n, ExtentState::kClean, false, e->thp, e->remapped);
+    Extent* rest = new_extent(e->base + n, e->size - n, ExtentState::kClean, false, e->space, e->remapped);
     if (rest == nullptr) {
       // No record for the tail: commit it too, so the extent is what its flag says.
       if (!os_.commit(ptr(e->base + n), e->size - n)) return false;
@@ -228,7 +228,7 @@ bool ChunkLayer::commit_carved(Extent* e, size_t commit) noexcept {
   return true;
 }
 
-bool ChunkLayer::reserve_more(size_t size, size_t align, bool thp) noexcept {
+bool ChunkLayer::reserve_more(size_t size, size_t align, Space space) noexcept {
   size_t extra = align > kHugePage ? align : 0;
   size_t want = align_up(size, kHugePage);
   if (want == 0 || want + extra < want) return false;
@@ -236,20 +236,21 @@ bool ChunkLayer::reserve_more(size_t size, size_t align, bool thp) noexcept {
   const size_t hint_align = align > kHugePage ? align : kHugePage;
   // The usual size first; if the kernel refuses it (RLIMIT_AS, or a
   // fragmented address space), just what this request needs.
-  if (want < options_.reservation && reserve(options_.reservation, hint_align, thp)) return true;
-  if (!reserve(want, hint_align, thp)) {
+  if (want < options_.reservation && reserve(options_.reservation, hint_align, space)) return true;
+  if (!reserve(want, hint_align, space)) {
     // At the address-space limit, retained free space is what stands in the
     // way: give it back and try once more. (Without a limit a refusal means
     // the request is absurd, and the retained pages are worth keeping.)
     const size_t limit = os_.features().address_space_limit;
-    if (limit == SIZE_MAX || want > limit || unmap_free() == 0 || !reserve(want, hint_align, thp)) return false;
+    if (limit == SIZE_MAX || want > limit || unmap_free() == 0 || !reserve(want, hint_align, space)) return false;
   }
   return true;
 }
 
 size_t ChunkLayer::unmap_free() noexcept {
   size_t bytes = 0;
-  for (ExtentSet* set : {&dirty_[0], &dirty_[1], &clean_[0], &clean_[1]}) {
+  for (size_t i = 0; i < 2 * kSpaces; i++) {
+    ExtentSet* set = i < kSpaces ? &dirty_[i] : &clean_[i - kSpaces];
     while (Extent* e = set->oldest()) {
       set->remove(e);
       if (!os_.unmap(ptr(e->base), e->size)) {
@@ -266,7 +267,7 @@ size_t ChunkLayer::unmap_free() noexcept {
   return bytes;
 }
 
-bool ChunkLayer::reserve(size_t res, size_t hint_align, bool thp) noexcept {
+bool ChunkLayer::reserve(size_t res, size_t hint_align, Space space) noexcept {
   uintptr_t base = 0;
   for (int i = 0; i < kHintTries && base == 0; i++) {
     uintptr_t hint = align_up(cursor(), hint_align);
@@ -293,8 +294,8 @@ bool ChunkLayer::reserve(size_t res, size_t hint_align, bool thp) noexcept {
   // Huge-page space is advised whole, once: the reservation stays one
   // mapping whatever is placed in it (before, each huge span was advised on
   // its own and split the reservation's mapping at both ends).
-  if (thp) (void)os_.advise_huge(ptr(base), res);
-  Extent* e = new_extent(base, res, ExtentState::kClean, !os_.features().strict_overcommit, thp, false);
+  if (advised(space)) (void)os_.advise_huge(ptr(base), res);
+  Extent* e = new_extent(base, res, ExtentState::kClean, !os_.features().strict_overcommit, space, false);
   if (e == nullptr) {
     (void)os_.unmap(ptr(base), res);
     return false;
@@ -305,18 +306,18 @@ bool ChunkLayer::reserve(size_t res, size_t hint_align, bool thp) noexcept {
   return true;
 }
 
-Allocation ChunkLayer::alloc(size_t size, size_t align, size_t commit, bool thp, size_t room) noexcept {
+Allocation ChunkLayer::alloc(size_t size, size_t align, size_t commit, Space space, size_t room) noexcept {
   if (!valid_size(size) || !is_pow2(align) || align < kPage) return {};
   if (room != 0 && (!valid_size(room) || !valid_size(size + room))) room = 0;
   maybe_decay();
   LockGuard g(lock_);
-  Extent* e = dirty_[thp].find(size, align);
+  Extent* e = dirty_[space_index(space)].find(size, align);
   // Block and room from one clean extent, carved once: taking the block
   // first and growing it over its room would write the page-map entry at
   // the block's end too, a leaf page of its own for a huge block.
   auto clean_with_room = [&] {
     if (room == 0) return false;
-    e = clean_[thp].find(size + room, align);
+    e = clean_[space_index(space)].find(size + room, align);
     if (e != nullptr) size += room;
     return e != nullptr;
   };
@@ -324,19 +325,19 @@ Allocation ChunkLayer::alloc(size_t size, size_t align, size_t commit, bool thp,
     // No dirty extent holds it alone: dirty pages together with the free run
     // next to them still beat untouched space (each untouched page faults,
     // and the dirty ones would only wait for decay).
-    if (Extent* r = take_dirty_run(size, align, thp)) {
+    if (Extent* r = take_dirty_run(size, align, space)) {
       stats_.allocs++;
       return {r, false};
     }
-    if (!clean_with_room()) e = clean_[thp].find(size, align);
+    if (!clean_with_room()) e = clean_[space_index(space)].find(size, align);
   }
   if (e == nullptr) {
-    if (!reserve_more(size + room, align, thp) && (room == 0 || !reserve_more(size, align, thp))) return {};
-    if (!clean_with_room()) e = clean_[thp].find(size, align);
+    if (!reserve_more(size + room, align, space) && (room == 0 || !reserve_more(size, align, space))) return {};
+    if (!clean_with_room()) e = clean_[space_index(space)].find(size, align);
     if (e == nullptr) return {};
   }
   bool zeroed = e->state == ExtentState::kClean;
-  set_for(e->state, thp).remove(e);
+  set_for(e->state, space).remove(e);
   uintptr_t start = align_up(e->base, align);
   e = carve(e, start, size);
   if (e == nullptr) return {};
@@ -358,14 +359,14 @@ constexpr size_t kRunCandidates = 16;
 constexpr size_t kRunSide = 8;
 }  // namespace
 
-Extent* ChunkLayer::take_dirty_run(size_t size, size_t align, bool thp) noexcept {
+Extent* ChunkLayer::take_dirty_run(size_t size, size_t align, Space space) noexcept {
   Extent* cand[kRunCandidates];
-  const size_t nc = dirty_[thp].largest(cand, kRunCandidates);
+  const size_t nc = dirty_[space_index(space)].largest(cand, kRunCandidates);
   // A piece of a run: free, committed (under strict overcommit the window
   // is then committed as a whole and needs no system call), of the same space.
-  auto joins = [thp](const Extent* n) {
+  auto joins = [space](const Extent* n) {
     return n != nullptr && (n->state == ExtentState::kDirty || n->state == ExtentState::kClean) && n->committed &&
-           n->thp == thp;
+           n->space == space;
   };
   uintptr_t best = 0;
   Extent* best_piece = nullptr;  // the piece that holds `best`
@@ -418,7 +419,7 @@ Extent* ChunkLayer::take_dirty_run(size_t size, size_t align, bool thp) noexcept
   // Cut the window's first piece out, then grow it over the rest of the run
   // (grow_locked checks the run again and changes nothing when it fails).
   const ExtentState state = best_piece->state;
-  set_for(state, thp).remove(best_piece);
+  set_for(state, space).remove(best_piece);
   const size_t first = best_piece->end() - best < size ? best_piece->end() - best : size;
   Extent* e = carve(best_piece, best, first);
   if (e == nullptr) return nullptr;
@@ -443,7 +444,7 @@ Allocation ChunkLayer::alloc_at(uintptr_t a, size_t size) noexcept {
     return {};
   }
   bool zeroed = e->state == ExtentState::kClean;
-  set_for(e->state, e->thp).remove(e);
+  set_for(e->state, e->space).remove(e);
   e = carve(e, a, size);
   if (e == nullptr || !commit_carved(e, SIZE_MAX)) {
     if (e) insert_free(e, ExtentState::kClean);
@@ -481,7 +482,7 @@ GrowResult ChunkLayer::grow_locked(Extent* e, size_t new_size, bool may_map, boo
     Extent* n = page_map_.lookup(cur);
     if (n == nullptr) break;  // not ours from here on
     if (n->base != cur || (n->state != ExtentState::kDirty && n->state != ExtentState::kClean) ||
-        (clean_only && n->state == ExtentState::kDirty) || n->thp != e->thp) {
+        (clean_only && n->state == ExtentState::kDirty) || n->space != e->space) {
       if (count) stats_.alloc_at_refusals++;
       return {};
     }
@@ -504,10 +505,10 @@ GrowResult ChunkLayer::grow_locked(Extent* e, size_t new_size, bool may_map, boo
   Extent* tail = nullptr;  // the last free extent's part past `end`
   Extent* rest = nullptr;  // the new mapping's part past `end`
   if (map == 0 && cur > end) {
-    tail = new_extent(end, cur - end, ExtentState::kClean, true, e->thp, false);
+    tail = new_extent(end, cur - end, ExtentState::kClean, true, e->space, false);
     if (tail == nullptr) return {};
   } else if (map > end - cur) {
-    rest = new_extent(end, cur + map - end, ExtentState::kClean, !strict, e->thp, false);
+    rest = new_extent(end, cur + map - end, ExtentState::kClean, !strict, e->space, false);
     if (rest == nullptr) return {};
   }
   auto undo = [&] {
@@ -529,7 +530,7 @@ GrowResult ChunkLayer::grow_locked(Extent* e, size_t new_size, bool may_map, boo
   if (map != 0) {
     if (!page_map_.ensure(cur, map)) return undo();
     if (os_.reserve_at(ptr(cur), map) != os::MapStatus::kMapped) return undo();
-    if (e->thp) (void)os_.advise_huge(ptr(cur), map);  // merges with the mapping before it
+    if (advised(e->space)) (void)os_.advise_huge(ptr(cur), map);  // merges with the mapping before it
     if (strict && !os_.commit(ptr(cur), end - cur)) {
       (void)os_.unmap(ptr(cur), map);
       return undo();
@@ -542,7 +543,7 @@ GrowResult ChunkLayer::grow_locked(Extent* e, size_t new_size, bool may_map, boo
   for (uintptr_t a = start; a < run_end;) {
     Extent* n = page_map_.lookup(a);
     uintptr_t n_end = n->end();
-    set_for(n->state, n->thp).remove(n);
+    set_for(n->state, n->space).remove(n);
     page_map_.clear_record(n->base);
     if (n_end > end) {
       tail->base = end;
@@ -552,7 +553,7 @@ GrowResult ChunkLayer::grow_locked(Extent* e, size_t new_size, bool may_map, boo
       tail->freed_ns = n->freed_ns;
       set_remapped(tail, n->remapped);
       (void)page_map_.set_boundaries(tail);
-      set_for(tail->state, tail->thp).insert(tail);
+      set_for(tail->state, tail->space).insert(tail);
       tail = nullptr;
     } else {
       page_map_.clear_record(n_end - kPage);
@@ -562,7 +563,7 @@ GrowResult ChunkLayer::grow_locked(Extent* e, size_t new_size, bool may_map, boo
       // bytes are free anyway) rather than let e carry that mapping along
       // uncounted (remapped_extents_ counts extents, and e may have one).
       const size_t len = (n_end < end ? n_end : end) - n->base;
-      if (!(map_fresh(n->base, len, e->thp) && (!strict || os_.commit(ptr(n->base), len))))
+      if (!(map_fresh(n->base, len, e->space) && (!strict || os_.commit(ptr(n->base), len))))
         set_remapped(e, true);  // e now holds (part of) that mapping
     }
     recycle(n);
@@ -592,13 +593,13 @@ bool ChunkLayer::shrink(Extent* e, size_t new_size, size_t written) noexcept {
   Extent* tail = nullptr;
   Extent* clean = nullptr;
   if (dirty_end > new_size) {
-    tail = new_extent(e->base + new_size, dirty_end - new_size, ExtentState::kActive, e->committed, e->thp,
+    tail = new_extent(e->base + new_size, dirty_end - new_size, ExtentState::kActive, e->committed, e->space,
                       e->remapped);
     if (tail == nullptr) return false;
   }
   if (dirty_end < e->size) {
     // Moved-in pages lie before `written` (they were written): not here.
-    clean = new_extent(e->base + dirty_end, e->size - dirty_end, ExtentState::kActive, e->committed, e->thp, false);
+    clean = new_extent(e->base + dirty_end, e->size - dirty_end, ExtentState::kActive, e->committed, e->space, false);
     if (clean == nullptr) {
       if (tail == nullptr) return false;
       tail->size = e->size - new_size;  // all of it dirty, as before
@@ -647,7 +648,7 @@ void ChunkLayer::free(Extent* e, size_t committed, uint64_t idle_since) noexcept
       const bool strict = os_.features().strict_overcommit;
       size_t n = align_up(committed, kPage);
       Extent* rest =
-          n < e->size ? new_extent(e->base + n, e->size - n, ExtentState::kActive, !strict, e->thp, false)
+          n < e->size ? new_extent(e->base + n, e->size - n, ExtentState::kActive, !strict, e->space, false)
                       : nullptr;  // pages moved in were written: they lie before `committed`
       if (rest != nullptr) {
         e->size = n;
@@ -706,7 +707,7 @@ void ChunkLayer::refill(Extent* e) noexcept {
     forget(e);
     return;
   }
-  if (e->thp) (void)os_.advise_huge(ptr(e->base), e->size);
+  if (advised(e->space)) (void)os_.advise_huge(ptr(e->base), e->size);
   LockGuard g(lock_);
   set_remapped(e, false);
   clear_interior(e);
@@ -731,7 +732,7 @@ Extent* ChunkLayer::lend(Extent* parent, uintptr_t base, size_t size) noexcept {
                 is_aligned(base, kPage) && size != 0 && is_aligned(size, kPage) && base >= parent->base &&
                 base + size <= parent->end());
   LockGuard g(lock_);
-  Extent* e = new_extent(base, size, ExtentState::kActive, parent->committed, parent->thp, false);
+  Extent* e = new_extent(base, size, ExtentState::kActive, parent->committed, parent->space, false);
   if (e == nullptr) return nullptr;
   e->interior_mapped = true;
   // The parent's pages are mapped already: no node to create, cannot fail.
@@ -769,7 +770,7 @@ ChunkLayer::PurgeResult ChunkLayer::purge_marked(Extent* const* batch, size_t n)
       if (!batch[i]->committed) {
         purged[i] = true;
       } else {
-        const os::Decommit d = os_.decommit(ptr(batch[i]->base), batch[i]->size, batch[i]->thp);
+        const os::Decommit d = os_.decommit(ptr(batch[i]->base), batch[i]->size, advised(batch[i]->space));
         purged[i] = d != os::Decommit::kFailed;
         kept[i] = d == os::Decommit::kPurged;
       }
@@ -925,8 +926,11 @@ ChunkStats ChunkLayer::stats() const noexcept {
   LockGuard g(lock_);
   ChunkStats s = stats_;
   s.dirty = dirty_bytes();
-  s.clean = clean_[0].bytes() + clean_[1].bytes();
-  s.dirty_extents = dirty_[0].count() + dirty_[1].count();
+  s.clean = s.dirty_extents = 0;
+  for (size_t i = 0; i < kSpaces; i++) {
+    s.clean += clean_[i].bytes();
+    s.dirty_extents += dirty_[i].count();
+  }
   s.map_pages = page_map_.written_pages();
   return s;
 }

@@ -113,8 +113,8 @@ class ChunkLayer {
   // extent; a new reservation. zeroed only when all of it was clean. In
   // strict overcommit mode only the first `commit` bytes are committed (all
   // of it by default; a window is made of committed extents only).
-  // `thp`: from huge-page address space, kept apart from plain space and
-  // advised MADV_HUGEPAGE a whole reservation at a time, for blocks that are
+  // `space`: which address space (Space): the huge-page spaces, advised
+  // MADV_HUGEPAGE a whole reservation at a time, are for blocks that are
   // densely used (whatever touches a page of it gets a whole huge page).
   // `room`: bytes wanted behind the block from clean space (a huge block's
   // headroom). Where no dirty extent holds the block, a clean extent that
@@ -122,7 +122,7 @@ class ChunkLayer {
   // `size + room` bytes long. Otherwise it is `size` bytes, and the caller
   // may grow() it.
   [[nodiscard]] Allocation alloc(size_t size, size_t align = kPage, size_t commit = SIZE_MAX,
-                                 bool thp = false, size_t room = 0) noexcept;
+                                 Space space = Space::kPlain, size_t room = 0) noexcept;
   // The free extent that starts exactly at `a`, cut to `size` bytes; refused
   // (extent == nullptr) when no free extent of at least that size starts there.
   [[nodiscard]] Allocation alloc_at(uintptr_t a, size_t size) noexcept;
@@ -224,17 +224,23 @@ class ChunkLayer {
   void postfork_child() noexcept;
 
  private:
-  Extent* new_extent(uintptr_t base, size_t size, ExtentState state, bool committed, bool thp,
+  Extent* new_extent(uintptr_t base, size_t size, ExtentState state, bool committed, Space space,
                      bool remapped) noexcept;
   // Sets e->remapped, keeping remapped_extents_ (lock held).
   void set_remapped(Extent* e, bool remapped) noexcept;
-  // Maps [base, base+size) afresh, with huge-page advice for `thp` space (no
+  // Maps [base, base+size) afresh, with the huge-page advice of `space` (no
   // lock needed: the range is ours).
-  bool map_fresh(uintptr_t base, size_t size, bool thp) noexcept;
-  bool map_fresh(const Extent* e) noexcept { return map_fresh(e->base, e->size, e->thp); }
+  bool map_fresh(uintptr_t base, size_t size, Space space) noexcept;
+  bool map_fresh(const Extent* e) noexcept { return map_fresh(e->base, e->size, e->space); }
   void recycle(Extent* e) noexcept;
-  ExtentSet& set_for(ExtentState s, bool thp) noexcept { return s == ExtentState::kDirty ? dirty_[thp] : clean_[thp]; }
-  size_t dirty_bytes() const noexcept { return dirty_[0].bytes() + dirty_[1].bytes(); }
+  ExtentSet& set_for(ExtentState s, Space space) noexcept {
+    return s == ExtentState::kDirty ? dirty_[space_index(space)] : clean_[space_index(space)];
+  }
+  size_t dirty_bytes() const noexcept {
+    size_t n = 0;
+    for (const ExtentSet& d : dirty_) n += d.bytes();
+    return n;
+  }
   // Puts a free extent into its set, merging it with free neighbours of the same state.
   void insert_free(Extent* e, ExtentState state) noexcept;
   // Takes [start, start+size) out of free extent e (already removed from its
@@ -245,13 +251,13 @@ class ChunkLayer {
   // `size` bytes over a run of adjacent free extents (dirty and clean) that
   // covers the most dirty bytes, taken and returned active (stats_.active
   // counted); nullptr when no run around the largest dirty extents holds one.
-  Extent* take_dirty_run(size_t size, size_t align, bool thp) noexcept;
+  Extent* take_dirty_run(size_t size, size_t align, Space space) noexcept;
   // grow() with the lock held; `count` says whether to count at-address hits
   // and refusals.
   GrowResult grow_locked(Extent* e, size_t new_size, bool may_map, bool count, bool clean_only = false) noexcept;
-  bool reserve_more(size_t size, size_t align, bool thp) noexcept;
+  bool reserve_more(size_t size, size_t align, Space space) noexcept;
   // Maps one reservation of `res` bytes, `hint_align`ed, and adds it clean.
-  bool reserve(size_t res, size_t hint_align, bool thp) noexcept;
+  bool reserve(size_t res, size_t hint_align, Space space) noexcept;
   // Unmaps every free extent (lock held): address space back to the kernel
   // when RLIMIT_AS refuses a reservation. Returns the bytes unmapped.
   size_t unmap_free() noexcept;
@@ -302,8 +308,8 @@ class ChunkLayer {
   PageMap page_map_;
 
   mutable Mutex lock_;
-  ExtentSet dirty_[2];  // [thp]
-  ExtentSet clean_[2];
+  ExtentSet dirty_[kSpaces];  // [space_index(space)]
+  ExtentSet clean_[kSpaces];
   Extent* spare_ = nullptr;  // recycled extent structs
   uintptr_t own_cursor_ = 0;  // Options::first_hint given: this layer's own cursor
   uint64_t last_decay_ns_ = 0;

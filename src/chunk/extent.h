@@ -18,6 +18,20 @@ enum class ExtentKind : uint8_t {
   kHuge,    // one huge block at the start of its span
 };
 
+// Which address space an extent lies in. Each space has reservations of its
+// own, and its free extents are kept apart from the other spaces' (never
+// merged with them, never grown into them), so that advice given to a whole
+// reservation never splits a mapping.
+enum class Space : uint8_t {
+  kPlain,  // no advice: the kernel's default page size
+  kHuge,   // huge blocks that grow: advised MADV_HUGEPAGE, a block per span
+  kDense,  // medium blocks that grow: advised MADV_HUGEPAGE, packed together
+};
+inline constexpr size_t kSpaces = 3;
+// Whether a space's reservations are advised MADV_HUGEPAGE.
+constexpr bool advised(Space s) { return s != Space::kPlain; }
+inline constexpr size_t space_index(Space s) { return static_cast<size_t>(s); }
+
 enum class ExtentState : uint8_t {
   kActive,   // handed to an upper layer
   kDirty,    // free, retained: its pages may still be resident
@@ -36,10 +50,8 @@ struct Extent {
   // Every page (not just the first and last) maps to this extent in the page
   // map: set by upper layers for slabs, whose interior pointers are freed.
   bool interior_mapped = false;
-  // Huge-page address space: its reservation was advised MADV_HUGEPAGE as a
-  // whole. Kept apart from plain space (never merged with it, never grown
-  // into it), so advice never splits a mapping (ChunkLayer::alloc's `thp`).
-  bool thp = false;
+  // The address space it lies in (ChunkLayer::alloc's `space`).
+  Space space = Space::kPlain;
   // Pages that mremap moved here lie in (part of) this range: they keep a
   // mapping of their own, which never merges with its neighbours, until the
   // range is mapped afresh (ChunkLayer::mark_remapped). Such an extent never

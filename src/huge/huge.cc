@@ -107,13 +107,13 @@ HugeLayer::Fresh HugeLayer::place_span(size_t usable, size_t align, bool growing
   size_t least = align_up(usable + guard_room(), kHugePage);
   if (least == 0) least = usable;
   const size_t want = span_for(usable, growing);
-  const bool thp = wants_thp(usable, growing);
+  const chunk::Space space = space_for(usable, growing);
   if (strict()) {
     // A new block that is not growing: exactly its pages (and its guard
     // page), page-aligned (see take_span_strict).
     const size_t exact = usable + guard_room();
-    if (!growing) return take_span_strict(usable, align > kPage ? align : kPage, exact, exact, thp);
-    return take_span_strict(usable, a, least, want, thp);
+    if (!growing) return take_span_strict(usable, align > kPage ? align : kPage, exact, exact, space);
+    return take_span_strict(usable, a, least, want, space);
   }
   // The block first, where the chunk layer places it best: a recycled,
   // still faulted-in extent before fresh space, the tightest first. Then its
@@ -122,7 +122,7 @@ HugeLayer::Fresh HugeLayer::place_span(size_t usable, size_t align, bool growing
   // its headroom went back clean, apart from it.) From clean space, block
   // and headroom come in one carve (`room`), which leaves the page-map entry
   // at the block's end unwritten.
-  chunk::Allocation got = chunks_.alloc(least, a, SIZE_MAX, thp, want - least);
+  chunk::Allocation got = chunks_.alloc(least, a, SIZE_MAX, space, want - least);
   Extent* e = got.extent;
   if (e == nullptr) return {};
   size_t zero_from = got.zeroed ? 0 : e->size;
@@ -141,7 +141,7 @@ HugeLayer::Fresh HugeLayer::place_span(size_t usable, size_t align, bool growing
       // Something busy right behind it: look for a place with room, but
       // keep resident pages over fresh ones with room. (A new block on
       // resident pages just keeps them, without headroom.)
-      chunk::Allocation roomy = chunks_.alloc(want, a, SIZE_MAX, thp);
+      chunk::Allocation roomy = chunks_.alloc(want, a, SIZE_MAX, space);
       if (roomy.extent != nullptr && !got.zeroed && roomy.zeroed) {
         chunks_.free(roomy.extent, 0);  // untouched: back as clean
       } else if (roomy.extent != nullptr) {
@@ -155,7 +155,7 @@ HugeLayer::Fresh HugeLayer::place_span(size_t usable, size_t align, bool growing
 }
 
 HugeLayer::Fresh HugeLayer::take_span_strict(size_t usable, size_t align, size_t least, size_t want,
-                                             bool thp) noexcept {
+                                             chunk::Space space) noexcept {
   // Block and headroom at once, uncommitted (commit 0): the chunk layer
   // would commit headroom it adds by growth, and the kernel charge it.
   // Under strict overcommit uncommitted space is PROT_NONE, a mapping apart
@@ -167,7 +167,7 @@ HugeLayer::Fresh HugeLayer::take_span_strict(size_t usable, size_t align, size_t
   const size_t sizes[2] = {want, least};
   for (size_t i = 0; i < 2; i++) {
     if (i == 1 && sizes[1] >= sizes[0]) break;
-    chunk::Allocation got = chunks_.alloc(sizes[i], align, 0, thp);
+    chunk::Allocation got = chunks_.alloc(sizes[i], align, 0, space);
     Extent* e = got.extent;
     if (e == nullptr) continue;
     const size_t zero_from = got.zeroed ? 0 : e->size;
@@ -232,7 +232,7 @@ void HugeLayer::give_back(Extent* e, size_t committed, size_t zero_from) noexcep
     const size_t n = e->size - committed;
     if (!chunks_.os().unguard(a, n)) {
       if (!chunks_.os().map_fresh(a, n)) return;  // kept: its address space is lost, nothing else
-      if (e->thp) (void)chunks_.os().advise_huge(a, n);
+      if (advised(e->space)) (void)chunks_.os().advise_huge(a, n);
     }
   }
   chunks_.free(e, strict() ? committed : zero_from);
@@ -308,16 +308,16 @@ bool HugeLayer::shrink_block(Extent* e, Span* s, size_t usable) noexcept {
 
 // ---- transparent huge pages ------------------------------------------------
 
-bool HugeLayer::wants_thp(size_t usable, bool growing) const noexcept {
+chunk::Space HugeLayer::space_for(size_t usable, bool growing) const noexcept {
   // Only where the system's mode is madvise: in always mode every mapping
   // gets huge pages anyway, in never mode none can.
-  if (chunks_.os().features().thp != os::ThpMode::kMadvise) return false;
+  if (chunks_.os().features().thp != os::ThpMode::kMadvise) return chunk::Space::kPlain;
   switch (options_.thp) {
-    case ThpPolicy::kNever: return false;
-    case ThpPolicy::kAlways: return true;
+    case ThpPolicy::kNever: return chunk::Space::kPlain;
+    case ThpPolicy::kAlways: return chunk::Space::kHuge;
     case ThpPolicy::kAuto: break;
   }
-  return growing && usable >= kHugePage;
+  return growing && usable >= kHugePage ? chunk::Space::kHuge : chunk::Space::kPlain;
 }
 
 // ---- alloc and free ----------------------------------------------------------
@@ -411,7 +411,7 @@ bool HugeLayer::restore_target(Extent* t, size_t len) noexcept {
   os::MapStatus st = chunks_.os().reserve_at(ptr(t->base), len);
   if (st == os::MapStatus::kOccupied) return true;  // refused before it touched the target
   if (st == os::MapStatus::kFailed) return false;
-  if (t->thp) (void)chunks_.os().advise_huge(ptr(t->base), len);  // a fresh mapping carries no advice
+  if (advised(t->space)) (void)chunks_.os().advise_huge(ptr(t->base), len);  // a fresh mapping carries no advice
   return !strict() || chunks_.os().commit(ptr(t->base), len);
 }
 
@@ -470,7 +470,7 @@ void* HugeLayer::move(Extent* e, Span* s, size_t usable, size_t align, bool zero
     if (old_zero_from > s->zero_from) s->zero_from = old_zero_from;
     // The moved pages brought their mapping's flags along: moved from plain
     // into huge-page space they split its mapping until advised like it.
-    if (t->thp && !e->thp) (void)chunks_.os().advise_huge(ptr(t->base), moved);
+    if (advised(t->space) && !advised(e->space)) (void)chunks_.os().advise_huge(ptr(t->base), moved);
     chunks_.mark_remapped(t);
     chunks_.refill(e);
   } else {

@@ -128,7 +128,7 @@ class HugeLayer {
   // value up to a page is served at page alignment); zeroed when `zero`.
   // nullptr on failure (the caller sets errno).
   // `growing`: a block that grows (realloc of a smaller one): densely used,
-  // it goes to huge-page space (see wants_thp).
+  // it goes to huge-page space (see space_for).
   [[nodiscard]] void* alloc(size_t size, size_t align, bool zero, bool growing = false) noexcept;
   // Frees a block this layer handed out (`e` is chunks.lookup(p), kind kHuge).
   void free(chunk::Extent* e) noexcept;
@@ -201,7 +201,7 @@ class HugeLayer {
   // In hardened mode the span is guarded past the block (committed == usable).
   Fresh take_span(size_t usable, size_t align, bool growing = false) noexcept;
   Fresh place_span(size_t usable, size_t align, bool growing) noexcept;
-  Fresh take_span_strict(size_t usable, size_t align, size_t least, size_t want, bool thp) noexcept;
+  Fresh take_span_strict(size_t usable, size_t align, size_t least, size_t want, chunk::Space space) noexcept;
   // Makes e, freshly taken, a huge block of `usable` bytes described by s.
   void adopt(chunk::Extent* e, Span* s, const Fresh& f, size_t usable) noexcept;
   // Strict overcommit: commits the span up to `upto` bytes from its base;
@@ -234,8 +234,9 @@ class HugeLayer {
   // Returns the span's bytes past `keep` to the chunk layer (best effort).
   void trim_span(chunk::Extent* e, Span* s, size_t keep) noexcept;
 
-  // Whether a span for a block of `usable` bytes comes from huge-page space.
-  bool wants_thp(size_t usable, bool growing) const noexcept;
+  // The address space a span for a block of `usable` bytes comes from:
+  // huge-page space (Space::kHuge) or plain.
+  chunk::Space space_for(size_t usable, bool growing) const noexcept;
 
   chunk::ChunkLayer& chunks_;
   Options options_;

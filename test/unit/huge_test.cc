@@ -844,14 +844,14 @@ TEST_F(HugeTest, FreshBlocksArePlainAndGrowingOnesGetHugePageSpace) {
   ASSERT_EQ(os_->features().thp, os::ThpMode::kMadvise);
   kernel_.reset_calls();
   void* p = alloc(8 * kMiB);
-  EXPECT_FALSE(extent(p)->thp);
+  EXPECT_EQ(extent(p)->space, chunk::Space::kPlain);
   ASSERT_EQ(huge_->resize(extent(p), 16 * kMiB, kPage, false), p);
   EXPECT_EQ(advice_calls(kernel_).size(), 0u);
 
   void* g = huge_->alloc(4 * kMiB, kPage, false, true);
   ASSERT_NE(g, nullptr);
   Extent* e = extent(g);
-  EXPECT_TRUE(e->thp);
+  EXPECT_EQ(e->space, chunk::Space::kHuge);
   auto v = advice_calls(kernel_);
   ASSERT_EQ(v.size(), 1u);  // the whole reservation, once
   EXPECT_EQ(v[0].len, 256 * kMiB);
@@ -859,7 +859,7 @@ TEST_F(HugeTest, FreshBlocksArePlainAndGrowingOnesGetHugePageSpace) {
   EXPECT_GE(addr(v[0].addr) + v[0].len, e->end());
   void* g2 = huge_->alloc(4 * kMiB, kPage, false, true);
   ASSERT_NE(g2, nullptr);
-  EXPECT_TRUE(extent(g2)->thp);
+  EXPECT_EQ(extent(g2)->space, chunk::Space::kHuge);
   ASSERT_EQ(huge_->resize(e, 8 * kMiB, kPage, false), g);
   EXPECT_EQ(advice_calls(kernel_).size(), 1u);  // growth inside it needs none
   free(p);
@@ -874,7 +874,7 @@ TEST_F(HugeTest, HugePageSpaceFollowsThePolicy) {
   make(256 * kMiB, o);
   kernel_.reset_calls();
   void* p = huge_->alloc(8 * kMiB, kPage, false, true);
-  EXPECT_FALSE(extent(p)->thp);
+  EXPECT_EQ(extent(p)->space, chunk::Space::kPlain);
   EXPECT_EQ(advice_calls(kernel_).size(), 0u);
   free(p);
 
@@ -884,14 +884,14 @@ TEST_F(HugeTest, HugePageSpaceFollowsThePolicy) {
   o.threshold = 256 * 1024;
   make(256 * kMiB, o);
   p = huge_->alloc(256 * 1024, kPage, false, true);
-  EXPECT_FALSE(extent(p)->thp);
+  EXPECT_EQ(extent(p)->space, chunk::Space::kPlain);
   free(p);
 
   o.thp = huge::ThpPolicy::kAlways;
   make(256 * kMiB, o);
   kernel_.reset_calls();
   p = alloc(256 * 1024);
-  EXPECT_TRUE(extent(p)->thp);
+  EXPECT_EQ(extent(p)->space, chunk::Space::kHuge);
   EXPECT_EQ(advice_calls(kernel_).size(), 1u);
   free(p);
 
@@ -900,7 +900,7 @@ TEST_F(HugeTest, HugePageSpaceFollowsThePolicy) {
   make();
   kernel_.reset_calls();
   p = huge_->alloc(8 * kMiB, kPage, false, true);
-  EXPECT_FALSE(extent(p)->thp);
+  EXPECT_EQ(extent(p)->space, chunk::Space::kPlain);
   EXPECT_EQ(advice_calls(kernel_).size(), 0u);
   free(p);
 }
@@ -924,7 +924,7 @@ TEST_F(HugeTest, MovedBlockIsAdvisedAndBothRangesAreMappedAfresh) {
   ASSERT_EQ(growth(GrowthPath::kMremap), 1u);
   EXPECT_TRUE(holds(q, 2 * kMiB, 'v'));
   Extent* t = extent(q);
-  EXPECT_TRUE(t->thp);
+  EXPECT_EQ(t->space, chunk::Space::kHuge);
   EXPECT_TRUE(t->remapped);
   auto v = advice_calls(kernel_);
   ASSERT_EQ(v.size(), 2u);  // the new huge-page reservation, then the pages moved in
