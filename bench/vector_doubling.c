@@ -102,6 +102,13 @@ static long peak_rss_kib(void) {
   return ru.ru_maxrss;
 }
 
+/* Minor page faults of the whole process so far (for -v's rounds). */
+static long minor_faults(void) {
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) != 0) return -1;
+  return ru.ru_minflt;
+}
+
 static size_t final_size(size_t top) {
   size_t last = 0;
   for (size_t size = 4; size < top; size *= 2) last = size;
@@ -115,6 +122,7 @@ static double run_realloc(int rounds, size_t top, unsigned long *moves) {
   double t0 = now();
   for (int i = 0; i < rounds; i++) {
     double r0 = now();
+    long f0 = minor_faults();
     char *ptr = NULL;
     size_t old = 0;
     for (size_t size = 4; size < top; size *= 2) {
@@ -130,7 +138,7 @@ static double run_realloc(int rounds, size_t top, unsigned long *moves) {
       old = size;
     }
     free(ptr);
-    if (verbose) fprintf(stderr, "round %d: %.4f s\n", i + 1, now() - r0);
+    if (verbose) fprintf(stderr, "round %d: %.4f s, %ld minor faults\n", i + 1, now() - r0, minor_faults() - f0);
   }
   return now() - t0;
 }
@@ -259,16 +267,19 @@ static double run_many(enum mode mode, int rounds, size_t top, int blocks, int t
   }
   /* Every round starts together; the clock runs from the first. */
   double t0 = 0, r0 = 0;
+  long f0 = 0;
   for (int r = 0; r < rounds; r++) {
     pthread_barrier_wait(&start);
     const double t = now();
+    const long f = minor_faults();
     if (r == 0) t0 = t;
-    else if (verbose) fprintf(stderr, "round %d: %.4f s\n", r, t - r0);
+    else if (verbose) fprintf(stderr, "round %d: %.4f s, %ld minor faults\n", r, t - r0, f - f0);
     r0 = t;
+    f0 = f;
   }
   for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
   double secs = now() - t0;
-  if (verbose) fprintf(stderr, "round %d: %.4f s\n", rounds, now() - r0);
+  if (verbose) fprintf(stderr, "round %d: %.4f s, %ld minor faults\n", rounds, now() - r0, minor_faults() - f0);
   for (int i = 0; i < threads; i++) {
     *steps += m[i].steps;
     *moves += m[i].moves;
