@@ -105,9 +105,10 @@ DUCTILE_ALWAYS_INLINE void wake_background_if_rung() {
 // A page run of its own for a block of class cls. `tagged` false leaves its
 // first page without the page-map tag, so that its free takes the slow path
 // (a sampled block, which may be of a small class too).
-void* medium_from_chunks(size_t cls, size_t align, bool zero, bool tagged = true) {
+void* medium_from_chunks(size_t cls, size_t align, bool zero, bool tagged = true,
+                         chunk::Space space = chunk::Space::kPlain) {
   size_t size = small::class_size(cls);
-  chunk::Allocation a = rt().chunks.alloc(align_up(size, kPage), align < kPage ? kPage : align);
+  chunk::Allocation a = rt().chunks.alloc(align_up(size, kPage), align < kPage ? kPage : align, SIZE_MAX, space);
   if (a.extent == nullptr) return nullptr;
   Extent* e = a.extent;
   e->kind = ExtentKind::kMedium;
@@ -376,6 +377,9 @@ void* alloc_impl(size_t size, size_t align, bool zero, bool cached = true, bool 
   } else if (at.kind == Placement::kAlignedMedium) {
     p = medium_from_chunks(at.cls, align, zero);
     if (p) count_bytes(at.usable, 0);
+  } else if (growing && !small::is_small_class(at.cls) && rt().growing_medium != chunk::Space::kPlain) {
+    p = medium_from_chunks(at.cls, kPage, zero, true, rt().growing_medium);
+    if (p) count_bytes(at.usable, 0);
   } else {
     p = alloc_class(at.cls, zero, cached);
   }
@@ -514,6 +518,7 @@ Runtime::Runtime(const Options& o) noexcept
   small::ArenaOptions a;
   a.thp = o.thp != huge::ThpPolicy::kNever;
   arena.init(&chunks, &prefault, a);
+  growing_medium = growing_medium_space(o.thp, os.features().thp);
   // One set by default: once fills stopped walking free lists through cold
   // objects (the slab bitmap), a set per CPU no longer made thread-churn
   // faster (0.41 / 0.42 s) and cost larson 7.8 MiB of peak RSS against 5.7.
@@ -751,7 +756,9 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
     if (cls < small::kNumSmall) {
       const size_t old = small::class_size(cls);
       if (size <= old && small::class_of(size) == cls) return p;
-      void* q = alloc(size);
+      // Past the small classes the new block is a growing one (alloc_impl's
+      // `growing`), as from a medium block.
+      void* q = size > small::kMaxSmall ? alloc_impl(size, 0, false, true, true) : alloc(size);
       if (q == nullptr) return nullptr;  // errno is set; the old block is intact
       std::memcpy(q, p, old < size ? old : size);
       dealloc(p);

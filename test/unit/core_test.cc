@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -215,6 +216,58 @@ TEST(Realloc, MediumGrowsInPlaceIntoAFreeNeighbour) {
   ASSERT_NE(q, nullptr);
   EXPECT_TRUE(check(q, 40000, 9));
   ductile_free(q);
+}
+
+TEST(Realloc, GrowingMediumSpaceFollowsTheKernelsModeAndThePolicy) {
+  using huge::ThpPolicy;
+  using os::ThpMode;
+  EXPECT_EQ(core::growing_medium_space(ThpPolicy::kAuto, ThpMode::kMadvise), chunk::Space::kDense);
+  EXPECT_EQ(core::growing_medium_space(ThpPolicy::kAlways, ThpMode::kMadvise), chunk::Space::kDense);
+  EXPECT_EQ(core::growing_medium_space(ThpPolicy::kNever, ThpMode::kMadvise), chunk::Space::kPlain);
+  for (ThpMode m : {ThpMode::kAlways, ThpMode::kNever, ThpMode::kUnknown})
+    for (ThpPolicy p : {ThpPolicy::kAuto, ThpPolicy::kAlways, ThpPolicy::kNever})
+      EXPECT_EQ(core::growing_medium_space(p, m), chunk::Space::kPlain);
+  EXPECT_EQ(core::rt().growing_medium, core::growing_medium_space(core::rt().opts.thp, core::rt().os.features().thp));
+}
+
+// Buffers that grow by realloc through the medium sizes are written as they
+// grow: where the kernel's THP mode is madvise they go to the dense
+// huge-page space, packed together (each touched huge page serves many of
+// them), and not one to a span. A fresh medium block stays in plain space.
+// Growth out of the small classes counts too (it used to take the plain
+// malloc of the small-object path).
+TEST(Realloc, GrowingMediumBlocksArePackedIntoTheirSpace) {
+  const chunk::Space space = core::rt().growing_medium;
+  auto space_of = [](const void* p) { return core::rt().chunks.lookup(p)->space; };
+  void* fresh = ductile_malloc(40 * 1024);
+  ASSERT_NE(fresh, nullptr);
+  EXPECT_EQ(space_of(fresh), chunk::Space::kPlain);
+
+  constexpr int kBuffers = 16;
+  std::vector<void*> buf(kBuffers, nullptr);
+  size_t old = 0;
+  for (size_t size = 8 * 1024; size <= 128 * 1024; size *= 2) {
+    for (int b = 0; b < kBuffers; b++) {
+      void* q = ductile_realloc(buf[b], size);
+      ASSERT_NE(q, nullptr);
+      if (old != 0) ASSERT_TRUE(check(q, old, static_cast<unsigned>(b))) << size;
+      fill(q, size, static_cast<unsigned>(b));
+      buf[b] = q;
+      if (size > small::kMaxSmall) EXPECT_EQ(space_of(q), space) << size;
+    }
+    old = size;
+  }
+  std::vector<uintptr_t> huge_pages;
+  for (int b = 0; b < kBuffers; b++) {
+    EXPECT_TRUE(check(buf[b], old, static_cast<unsigned>(b)));
+    huge_pages.push_back(align_down(addr(buf[b]), kHugePage));
+  }
+  std::sort(huge_pages.begin(), huge_pages.end());
+  huge_pages.erase(std::unique(huge_pages.begin(), huge_pages.end()), huge_pages.end());
+  // 2 MiB of blocks: a span each would be 16 huge pages.
+  EXPECT_LE(huge_pages.size(), 3u);
+  for (void* q : buf) ductile_free(q);
+  ductile_free(fresh);
 }
 
 class Hysteresis : public ::testing::TestWithParam<size_t> {};
