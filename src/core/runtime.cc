@@ -353,8 +353,20 @@ void* alloc_sampled(size_t size, size_t align, bool zero, bool growing, const Pl
   return p;
 }
 
+// Whether a growing medium block of `usable` bytes goes to the dense space
+// (Runtime::growing_medium): where there is one, once kPlainGrowth bytes of
+// them have been made in plain space.
+bool dense_for_growth(size_t usable) {
+  Runtime& r = rt();
+  if (r.growing_medium == chunk::Space::kPlain) return false;
+  if (r.plain_growth.load(std::memory_order_relaxed) >= Runtime::kPlainGrowth) return true;
+  r.plain_growth.fetch_add(usable, std::memory_order_relaxed);
+  return false;
+}
+
 // `growing`: the block replaces a smaller one (realloc): a huge one is
-// densely used, and goes to huge-page space.
+// densely used, and goes to huge-page space; a medium one, past the first
+// few, to the dense space.
 void* alloc_impl(size_t size, size_t align, bool zero, bool cached = true, bool growing = false) {
   if (DUCTILE_UNLIKELY(!ensure_ready())) {
     void* p = bootstrap_alloc(size, align);  // zeroed: static storage, never reused
@@ -377,7 +389,7 @@ void* alloc_impl(size_t size, size_t align, bool zero, bool cached = true, bool 
   } else if (at.kind == Placement::kAlignedMedium) {
     p = medium_from_chunks(at.cls, align, zero);
     if (p) count_bytes(at.usable, 0);
-  } else if (growing && !small::is_small_class(at.cls) && rt().growing_medium != chunk::Space::kPlain) {
+  } else if (growing && !small::is_small_class(at.cls) && dense_for_growth(at.usable)) {
     p = medium_from_chunks(at.cls, kPage, zero, true, rt().growing_medium);
     if (p) count_bytes(at.usable, 0);
   } else {
