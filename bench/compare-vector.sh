@@ -25,7 +25,10 @@
 #                  first round and kept (--bare-kept: memory that stays
 #                  faulted, the first round's page faults included)
 #   --many-rounds N  rounds of the many-blocks case (default 5)
+#   --many-reps N  runs of each in the many-blocks case, interleaved; the
+#                  tables show medians (default 1)
 #   --no-many      leave the many-blocks case out
+#   --no-settle    run each timed run straight after the one before (see settle)
 #
 # Environment: BUILD_DIR, DUCTILE_LIB, JEMALLOC_LIB, MIMALLOC_LIB,
 # TCMALLOC_LIB. A peer whose library is missing, and ductile while its
@@ -45,13 +48,15 @@ png=$src_dir/docs/vector-doubling.png
 keep=
 many_threads="1 2 8"
 many_rounds=5
+many_reps=1
+settle=yes
 
 
 parse_options --rounds=rounds --top=top --reps=reps --png=png --no-png:png= \
   --build-dir=build_dir --ductile=ductile_lib --keep=keep --many-threads=many_threads \
-  --many-rounds=many_rounds --no-many:many_threads= -- "$@"
+  --many-rounds=many_rounds --many-reps=many_reps --no-many:many_threads= --no-settle:settle=no -- "$@"
 
-case $rounds$reps$many_rounds in *[!0-9]*|'') echo "compare-vector.sh: --rounds, --reps and --many-rounds take numbers" >&2; exit 2 ;; esac
+case $rounds$reps$many_rounds$many_reps in *[!0-9]*|'') echo "compare-vector.sh: --rounds, --reps, --many-rounds and --many-reps take numbers" >&2; exit 2 ;; esac
 ductile_lib=${ductile_lib:-$build_dir/.libs/libductile.so}
 prog=$build_dir/bench/vector_doubling
 if [ ! -x "$prog" ]; then
@@ -90,8 +95,23 @@ if [ "${avail[ductile]}" = yes ] && ! nm -D --defined-only "$ductile_lib" 2>/dev
   why[ductile]="$ductile_lib does not export malloc yet"
 fi
 
+# Before each timed run, 2 GiB are mapped with huge-page advice, written and
+# unmapped, untimed: every run starts with the same free memory, in whole
+# huge pages that the (virtual) machine has already backed, more than any
+# run here uses. Without it a run's huge-page faults cost what the run
+# before left behind: after tcmalloc's many-blocks run (memory freed in
+# 4 KiB pieces, every huge-page fault compacting) the kept limit took 2.5 s
+# and ductile 2.7-3.3 s, after this step 0.32-0.33 s and 0.34 s. (With
+# 1 GiB, ductile's many-blocks run, 1.1 GiB, took its last 75 MiB from
+# memory the machine had not backed: 0.58 s.)
+settle() {
+  [ "$settle" = yes ] && env -u LD_PRELOAD "$prog" --bare-faulted --blocks 128 1 32M >/dev/null 2>&1
+  return 0
+}
+
 run_one() {  # index rep -> writes $out/<index>.<rep>
   local i=$1 r=$2 line
+  settle
   local -a cmd=("$prog")
   [ -n "${args[i]}" ] && cmd+=("${args[i]}")
   cmd+=("$rounds" "$top")
@@ -128,10 +148,10 @@ done
 field() {  # key file -> value
   sed -n "s/.* $1=\([^ ]*\).*/\1/p" "$2"
 }
-median() {  # key index -> median over the reps
-  local key=$1 i=$2 f
-  for f in "$out/$i".[0-9]*; do field "$key" "$f"; done |
-    sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.4f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+median_of() {  # key prefix -> median over the files $out/<prefix>.<rep>
+  local key=$1 prefix=$2 f
+  for f in "$out/$prefix".[0-9]*; do field "$key" "$f"; done |
+    sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%g\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
 secs=()
@@ -145,8 +165,8 @@ for ((i = 0; i < n; i++)); do
   moves[i]=-
   copies[i]=-
   [ "${avail[i]}" = yes ] || continue
-  secs[i]=$(median seconds "$i")
-  rss[i]=$(median peak_rss_mib "$i")
+  secs[i]=$(median_of seconds "$i")
+  rss[i]=$(median_of peak_rss_mib "$i")
   last=$(ls "$out/$i".[0-9]* | tail -n 1)
   m=$(field moves "$last")
   c=$(field copy "$last")
@@ -186,46 +206,54 @@ if [ "${avail[ductile]}" = yes ]; then
 fi
 
 # --- many blocks growing together (issue 11) ------------------------------------------
-# Each allocator and the limit once per thread count, after the loop above
-# (never two benchmarks at once). Goals: time <= 1.3 x the limit, <= 5 % of
-# the huge growth steps moving, peak RSS <= 1.1 x the live bytes. Two
-# limits: the writes alone (faulted before the clock) and memory that stays
-# faulted (the first round's faults paid, as every allocator pays them).
+# Each allocator and the two limits per thread count, after the loop above
+# (never two benchmarks at once), --many-reps times interleaved; the table
+# shows medians. Goals: time <= 1.3 x the limit, <= 5 % of the huge growth
+# steps moving, peak RSS <= 1.1 x the live bytes. Two limits: the writes
+# alone (faulted before the clock) and memory that stays faulted (the first
+# round's faults paid, as every allocator pays them).
 many_table() {  # threads
-  local t=$1 i line f lim= kept=
+  local t=$1 i r f lim= kept=
   local -a mnames=("${names[@]:0:5}" "limit (faulted)" "limit (kept)")
   local -a mlibs=("${libs[@]:0:5}" "" "")
+  local -a order=(5 6 0 1 2 3 4)
+  for ((r = 0; r < many_reps; r++)); do
+    for i in "${order[@]}"; do
+      [ $i -lt 5 ] && [ "${avail[i]}" != yes ] && continue
+      local -a cmd=("$prog" --blocks 64 --threads "$t")
+      [ $i -eq 5 ] && cmd+=(--bare-faulted)
+      [ $i -eq 6 ] && cmd+=(--bare-kept)
+      cmd+=("$many_rounds" 32M)
+      printf '  many blocks, %d thread(s), run %d/%d: %-14s\n' "$t" $((r + 1)) "$many_reps" "${mnames[i]}" >&2
+      f=$out/many.$t.$i.$r
+      settle
+      if [ -n "${mlibs[i]}" ]; then
+        env LD_PRELOAD="${mlibs[i]}" "${cmd[@]}" >"$f" 2>>"$out/many.stderr"
+      else
+        env -u LD_PRELOAD "${cmd[@]}" >"$f" 2>>"$out/many.stderr"
+      fi
+      [ -s "$f" ] || rm -f "$f"
+    done
+  done
   echo
-  echo "many blocks: 64 buffers doubling round-robin from 4 KiB to 16 MiB, $many_rounds rounds, $t thread(s)"
+  echo "many blocks: 64 buffers doubling round-robin from 4 KiB to 16 MiB, $many_rounds rounds, $t thread(s), medians of $many_reps"
   printf '%-15s %9s %9s %9s %12s %12s\n' allocator seconds "x faulted" "x kept" "moves/steps" "RSS / live"
   printf '%-15s %9s %9s %9s %12s %12s\n' --------------- --------- --------- --------- ------------ ------------
-  for i in 5 6 0 1 2 3 4; do
+  for i in "${order[@]}"; do
     if [ $i -lt 5 ] && [ "${avail[i]}" != yes ]; then
       printf '%-15s %9s\n' "${mnames[i]}" unavailable
       continue
     fi
-    local -a cmd=("$prog" --blocks 64 --threads "$t")
-    [ $i -eq 5 ] && cmd+=(--bare-faulted)
-    [ $i -eq 6 ] && cmd+=(--bare-kept)
-    cmd+=("$many_rounds" 32M)
-    printf '  many blocks, %d thread(s): %-14s\n' "$t" "${mnames[i]}" >&2
-    f=$out/many.$t.$i
-    if [ -n "${mlibs[i]}" ]; then
-      env LD_PRELOAD="${mlibs[i]}" "${cmd[@]}" >"$f" 2>>"$out/many.stderr"
-    else
-      env -u LD_PRELOAD "${cmd[@]}" >"$f" 2>>"$out/many.stderr"
-    fi
-    line=$(cat "$f")
-    if [ -z "$line" ]; then
+    if ! ls "$out/many.$t.$i".[0-9]* >/dev/null 2>&1; then
       printf '%-15s %9s\n' "${mnames[i]}" failed
       continue
     fi
     local secs steps moves peak live
-    secs=$(field seconds "$f")
-    peak=$(field peak_rss_mib "$f")
-    live=$(field live_mib "$f")
-    steps=$(field huge_steps "$f")
-    moves=$(field moves "$f")
+    secs=$(median_of seconds "many.$t.$i")
+    peak=$(median_of peak_rss_mib "many.$t.$i")
+    live=$(median_of live_mib "many.$t.$i")
+    steps=$(median_of huge_steps "many.$t.$i")
+    moves=$(median_of moves "many.$t.$i")
     [ $i -eq 5 ] && lim=$secs
     [ $i -eq 6 ] && kept=$secs
     local x xk mv
