@@ -150,6 +150,7 @@ DUCTILE_STAT(ctl_huge_spans, size_t, s.huge_layer.span_bytes)
 DUCTILE_STAT(ctl_small_allocated, size_t, s.small.allocated)
 DUCTILE_STAT(ctl_small_regions, size_t, s.arena.regions)
 DUCTILE_STAT(ctl_small_advised, size_t, s.arena.advised)
+DUCTILE_STAT(ctl_small_dense, size_t, s.arena.dense)
 DUCTILE_STAT(ctl_small_region_dirty, size_t, s.arena.dirty_pages * kPage)
 DUCTILE_STAT(ctl_prefault_running, bool, s.prefault.running)
 DUCTILE_STAT(ctl_prefault_starts, uint64_t, s.prefault.starts)
@@ -526,7 +527,7 @@ constexpr Node kChunk[] = {
 constexpr Node kSmall[] = {
     LEAF("allocated", ctl_small_allocated),   LEAF("active", ctl_small_active),
     LEAF("regions", ctl_small_regions),       LEAF("advised_regions", ctl_small_advised),
-    LEAF("region_dirty", ctl_small_region_dirty),
+    LEAF("dense_regions", ctl_small_dense),   LEAF("region_dirty", ctl_small_region_dirty),
 };
 constexpr Node kPrefault[] = {
     LEAF("running", ctl_prefault_running),

@@ -529,8 +529,8 @@ Runtime::Runtime(const Options& o) noexcept
                   &background_arm);
   small::ArenaOptions a;
   a.thp = o.thp != huge::ThpPolicy::kNever;
+  growing_medium = a.busy_space = dense_space(o.thp, os.features().thp);
   arena.init(&chunks, &prefault, a);
-  growing_medium = growing_medium_space(o.thp, os.features().thp);
   // One set by default: once fills stopped walking free lists through cold
   // objects (the slab bitmap), a set per CPU no longer made thread-churn
   // faster (0.41 / 0.42 s) and cost larson 7.8 MiB of peak RSS against 5.7.
@@ -742,6 +742,19 @@ size_t resize_in_place(void* p, size_t size, bool zero) noexcept {
 
 namespace {
 
+// Whether realloc grows the medium block e to `size` as a huge block, below
+// the huge threshold: where e is in the dense space (a buffer grown from
+// small sizes, in a process past the first MiB of such) and `size` is at
+// least half the threshold. Its span's headroom then takes the next
+// doublings in place, and the copy at the threshold goes: half of what such
+// a buffer copied on its way up (1 MiB of 2). The cost, where it stops
+// growing there: its huge page, up to 1 MiB more resident than the block.
+bool grows_huge(const Extent* e, size_t size) {
+  if (e == nullptr || e->kind != ExtentKind::kMedium || e->space == chunk::Space::kPlain) return false;
+  const size_t threshold = huge_threshold();
+  return size > usable_of(e) && size >= threshold / 2 && size < threshold;
+}
+
 // realloc (`exact` false) and rallocx (`exact` true, where the block is left
 // with exactly the usable size nallocx(size, flags) answers: a shrinking
 // medium block shrinks in place or moves, as in jemalloc).
@@ -786,7 +799,10 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
     // Not a block of ours, or one freed already: as free() would.
     if (DUCTILE_UNLIKELY(e == nullptr)) bad_free(p, true);
     old = usable_of(e);
-    if (e->kind == ExtentKind::kHuge && size >= huge_threshold()) {
+    // Past half the threshold a huge block stays huge as realloc grows it
+    // (grows_huge makes such blocks).
+    if (e->kind == ExtentKind::kHuge &&
+        (size >= huge_threshold() || (!exact && size > old && size >= huge_threshold() / 2))) {
       // A sampled block's sample follows it, moved or not, with its new size.
       prof::Sample* s = kProf ? sample_of(e) : nullptr;
       e->sample = nullptr;
@@ -821,7 +837,9 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
         return p;
     }
   }
-  void* q = alloc_impl(size, align, zero, cached, size > old);
+  void* q = !exact && align <= kPage && grows_huge(e, size) ? rt().huge.alloc(size, kPage, zero, true) : nullptr;
+  if (q != nullptr) count_bytes(huge::HugeLayer::size_for(size), 0);
+  else q = alloc_impl(size, align, zero, cached, size > old);
   if (q == nullptr) return nullptr;  // the old block is intact
   std::memcpy(q, p, old < size ? old : size);
   if (e) dealloc_extent(p, e, cached);

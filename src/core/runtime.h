@@ -25,15 +25,16 @@
 
 namespace ductile::core {
 
-// Where a medium block that replaces a smaller one (realloc growth) goes: the
-// dense huge-page space, packed with the others that grow, where the
-// system's THP mode is madvise and the thp option allows. Such a block is
-// written through as it grows, and each of its 4 KiB pages faulted in one
-// by one cost 10-20 us on a virtual machine, where one huge page cost
-// 0.5 us per 4 KiB of it (64 buffers doubling to 16 MiB: 18 700 faults in
-// the first round, 1 000 with it). Plain space where the kernel gives huge
-// pages to every mapping anyway (always) or to none (never).
-constexpr chunk::Space growing_medium_space(huge::ThpPolicy policy, os::ThpMode mode) {
+// The space for what is packed onto huge pages -- a medium block that
+// replaces a smaller one (realloc growth), and the slab regions of a large
+// arena (small::ArenaOptions::busy_space): the dense huge-page space where
+// the system's THP mode is madvise and the thp option allows. Both are
+// written page after page, and each 4 KiB page faulted in one by one cost
+// 10-20 us on a virtual machine, where one huge page cost 0.5 us per 4 KiB
+// of it (64 buffers doubling to 16 MiB: 18 700 faults in the first round,
+// 1 000 with growing medium blocks dense). Plain space where the kernel
+// gives huge pages to every mapping anyway (always) or to none (never).
+constexpr chunk::Space dense_space(huge::ThpPolicy policy, os::ThpMode mode) {
   return policy != huge::ThpPolicy::kNever && mode == os::ThpMode::kMadvise ? chunk::Space::kDense
                                                                               : chunk::Space::kPlain;
 }
@@ -63,7 +64,7 @@ class Runtime {
   // background thread's, and the bounded ones the allocator's calls take.
   small::Decay decay;
   // Where a medium block that replaces a smaller one (realloc growth) goes
-  // (growing_medium_space), once the process has made kPlainGrowth bytes of
+  // (dense_space), once the process has made kPlainGrowth bytes of
   // them in plain space: a program that grows a buffer or two past 16 KiB
   // does not pay a huge page for them (the dense space's first touch makes
   // 2 MiB resident; churn's peak RSS went 75.9 -> 77.9 MiB without this).

@@ -146,7 +146,8 @@ void print_text(Out& o, const StatsSnapshot& s, const char* opts) {
       .str(" frees, ").u64(s.huge_layer.shrinks).str(" shrinks, spans ").u64(s.huge_layer.span_bytes)
       .str(" bytes (").human(s.huge_layer.span_bytes).str(")\n");
   o.str("Slab regions: ").u64(s.arena.regions).str(" held (").u64(s.arena.advised)
-      .str(" advised as huge pages), ").u64(s.arena.slab_pages).str(" pages in slabs, ")
+      .str(" advised as huge pages, ").u64(s.arena.dense)
+      .str(" in the dense space), ").u64(s.arena.slab_pages).str(" pages in slabs, ")
       .u64(s.arena.dirty_pages).str(" free pages resident, ").u64(s.arena.region_allocs).str(" taken, ")
       .u64(s.arena.region_releases).str(" given back, ").u64(s.arena.purged_pages).str(" pages purged inside\n");
   o.str("Prefault helper: ").str(s.prefault.running ? "running" : "not running").str(", ")
@@ -286,6 +287,7 @@ void print_json(Out& o, const StatsSnapshot& s, const char* opts) {
   j.open("regions", '{')
       .num("held", s.arena.regions)
       .num("advised", s.arena.advised)
+      .num("dense", s.arena.dense)
       .num("slab_pages", s.arena.slab_pages)
       .num("dirty_pages", s.arena.dirty_pages)
       .num("taken", s.arena.region_allocs)

@@ -42,10 +42,13 @@ size_t HugeLayer::size_for(size_t size) noexcept {
 
 size_t HugeLayer::span_for(size_t usable, bool growing) const noexcept {
   const unsigned factor = growing ? options_.growth_headroom_factor : options_.headroom_factor;
+  // A growing block of half a huge page or more (see space_for) is on its
+  // way to a whole one: its headroom is counted from there.
+  const size_t from = growing && usable >= kHugePage / 2 && usable < kHugePage ? kHugePage : usable;
   size_t room = 0;
   if (factor != 0) {
     room = options_.max_headroom;
-    if (usable <= room / factor) room = usable * factor;
+    if (from <= room / factor) room = from * factor;
   }
   size_t span = usable + room;
   if (span < usable + guard_room()) span = usable + guard_room();
@@ -317,7 +320,10 @@ chunk::Space HugeLayer::space_for(size_t usable, bool growing) const noexcept {
     case ThpPolicy::kAlways: return chunk::Space::kHuge;
     case ThpPolicy::kAuto: break;
   }
-  return growing && usable >= kHugePage ? chunk::Space::kHuge : chunk::Space::kPlain;
+  // A growing block of at least half a huge page: realloc makes such a block
+  // (core: grows_huge) from a medium one in the dense space, a buffer that
+  // has doubled its way up from small sizes and will fill the page.
+  return growing && usable >= kHugePage / 2 ? chunk::Space::kHuge : chunk::Space::kPlain;
 }
 
 // ---- alloc and free ----------------------------------------------------------

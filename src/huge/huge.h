@@ -68,7 +68,8 @@
 // fully resident on its first touch (3 000 blocks of 2-4 MiB with one page
 // written held 6 GiB, glibc 24 MiB). Densely used, for kAuto: a block that
 // grows -- by realloc from a smaller block, or moved by growth -- such as a
-// growing vector; a block that grows in place stays where it is. A block
+// growing vector, from half a huge page on (its headroom then counted as
+// for a whole one); a block that grows in place stays where it is. A block
 // always lies in one mapping, which mremap needs: growth never crosses from
 // one space into the other, and pages moved from plain into huge-page space
 // are advised on arrival.
@@ -87,8 +88,10 @@ enum class GrowthPath : uint8_t { kHeadroom, kNeighbour, kFixedMap, kMremap, kCo
 inline constexpr size_t kGrowthPaths = static_cast<size_t>(GrowthPath::kCount);
 const char* growth_path_name(GrowthPath p) noexcept;
 
-// kAuto: huge-page space for blocks that grow and are at least one huge page
-// (a smaller block in a huge page would make its whole 2 MiB resident).
+// kAuto: huge-page space for blocks that grow and are at least half a huge
+// page (a smaller block in a huge page would make most of its 2 MiB
+// resident; realloc makes growing blocks of 1-2 MiB only of buffers on their
+// way up, see core's grows_huge).
 // kAlways: for every huge block. kNever: for none.
 enum class ThpPolicy : uint8_t { kAuto, kAlways, kNever };
 

@@ -128,7 +128,11 @@ void SlabArena::init(chunk::ChunkLayer* chunks, Prefaulter* prefault, const Aren
 }
 
 Region* SlabArena::new_region() noexcept {
-  chunk::Allocation a = chunks_->alloc(kRegionSize, kRegionSize);
+  // A large arena's regions come from the dense space where there is one:
+  // advised already, busy from the start.
+  const bool dense = held_ >= opts_.dense_after && opts_.thp && opts_.busy_space != chunk::Space::kPlain;
+  chunk::Allocation a =
+      chunks_->alloc(kRegionSize, kRegionSize, SIZE_MAX, dense ? opts_.busy_space : chunk::Space::kPlain);
   if (a.extent == nullptr) return nullptr;
   if (!chunks_->map_interior(a.extent)) {
     chunks_->free(a.extent);
@@ -148,12 +152,14 @@ Region* SlabArena::new_region() noexcept {
   new (r) Region();
   r->extent = a.extent;
   r->base = a.extent->base;
+  r->busy = r->advised = dense;
   a.extent->owner = r;
   // Dirty space recycled from the chunk layer may be resident.
   if (!a.zeroed) set_bits(r->dirty, 0, kRegionPages);
   r->next = regions_;
   if (regions_) regions_->prev = r;
   regions_ = r;
+  held_++;
   stats_.search_steps++;
   refile(r);
   empty_regions_++;
@@ -162,6 +168,7 @@ Region* SlabArena::new_region() noexcept {
 }
 
 void SlabArena::unlink(Region* r) noexcept {
+  held_--;
   if (r->prev) r->prev->next = r->next;
   else regions_ = r->next;
   if (r->next) r->next->prev = r->prev;
@@ -504,6 +511,7 @@ ArenaStats SlabArena::stats() const noexcept {
   for (const Region* r = regions_; r != nullptr; r = r->next) {
     s.regions++;
     if (r->advised) s.advised++;
+    if (r->extent->space != chunk::Space::kPlain) s.dense++;
     s.slab_pages += r->live;
     s.purging += r->purging;
     for (size_t i = 0; i < kRegionWords; i++)

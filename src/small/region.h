@@ -7,7 +7,13 @@
 // one bitmap scan), so slabs crowd into the fullest regions. A region starts on small pages: one that has
 // proven busy -- it has carved past a first prefix (1 MiB) -- is advised as
 // huge pages (khugepaged collapses it); a small program that never gets that
-// far pays nothing for huge pages.
+// far pays nothing for huge pages. An arena that already holds several
+// regions (ArenaOptions::dense_after) takes its next ones from the chunk
+// layer's dense space where there is one (ArenaOptions::busy_space),
+// advised before their first touch, so each is one huge-page fault instead
+// of 512 small ones (a region advised after its prefix keeps faulting small
+// pages until khugepaged collapses it), and no region's advice splits a
+// mapping.
 //
 // Memory goes back in whole huge pages where possible: a slab returned from
 // an advised region keeps its pages (purging a few small pages would break
@@ -40,6 +46,16 @@ struct ArenaOptions {
   // pages, and prefaulted ahead if there is a helper.
   size_t busy_prefix = size_t{1} << 20;
   bool thp = true;  // advise busy regions
+  // Where the regions of a large arena come from: the chunk layer's dense
+  // space (already advised as huge pages) where the kernel's THP mode is
+  // madvise and `thp` holds; otherwise the plain space, each region advised
+  // on its own once busy.
+  chunk::Space busy_space = chunk::Space::kPlain;
+  // A large arena: one that holds this many regions (32 MiB). A region from
+  // the dense space is resident whole from its first touch, where one in
+  // plain space is resident as far as it is used: a program with a few MiB
+  // of small objects keeps paying only for those.
+  size_t dense_after = 16;
   // How far ahead of a busy region's carve point the helper faults pages in.
   size_t prefault_ahead = size_t{256} << 10;
   // Whole-free regions kept, unpurged, for the next slab (hysteresis).
@@ -48,7 +64,8 @@ struct ArenaOptions {
 
 struct ArenaStats {
   size_t regions = 0;          // regions held
-  size_t advised = 0;          // of which advised as huge pages
+  size_t advised = 0;          // of which advised as huge pages (or in the dense space)
+  size_t dense = 0;            // of which taken from the dense space
   size_t slab_pages = 0;       // pages lent to slabs
   size_t dirty_pages = 0;      // free pages of held regions that may be resident
   uint64_t region_allocs = 0;  // regions taken from the chunk layer
@@ -143,6 +160,7 @@ class SlabArena {
   size_t empty_regions_ = 0;   // held regions with no slab
   uint64_t last_decay_ = 0;
   bool backlog_ = false;  // the last decay step stopped at its budget
+  size_t held_ = 0;       // regions held (the length of regions_)
   ArenaStats stats_;
 };
 

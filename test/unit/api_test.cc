@@ -820,6 +820,11 @@ TEST(Mallctl, StatsMatchTheSnapshot) {
   EXPECT_EQ(read_ctl<uint64_t>("ductile.os.mmap"), core::rt().os.counters().get(os::Call::kMmap));
   EXPECT_EQ(s.allocated, s.small.allocated + s.medium.allocated + s.huge.allocated);
   EXPECT_EQ(s.active, s.small.active + s.medium.active + s.huge.active);
+  // Slab regions: the dense ones are counted among the advised ones.
+  EXPECT_EQ(read_ctl<size_t>("ductile.small.regions"), s.arena.regions);
+  EXPECT_EQ(read_ctl<size_t>("ductile.small.advised_regions"), s.arena.advised);
+  EXPECT_EQ(read_ctl<size_t>("ductile.small.dense_regions"), s.arena.dense);
+  EXPECT_LE(s.arena.dense, s.arena.advised);
 }
 
 TEST(Mallctl, ThreadCounters) {

@@ -221,13 +221,13 @@ TEST(Realloc, MediumGrowsInPlaceIntoAFreeNeighbour) {
 TEST(Realloc, GrowingMediumSpaceFollowsTheKernelsModeAndThePolicy) {
   using huge::ThpPolicy;
   using os::ThpMode;
-  EXPECT_EQ(core::growing_medium_space(ThpPolicy::kAuto, ThpMode::kMadvise), chunk::Space::kDense);
-  EXPECT_EQ(core::growing_medium_space(ThpPolicy::kAlways, ThpMode::kMadvise), chunk::Space::kDense);
-  EXPECT_EQ(core::growing_medium_space(ThpPolicy::kNever, ThpMode::kMadvise), chunk::Space::kPlain);
+  EXPECT_EQ(core::dense_space(ThpPolicy::kAuto, ThpMode::kMadvise), chunk::Space::kDense);
+  EXPECT_EQ(core::dense_space(ThpPolicy::kAlways, ThpMode::kMadvise), chunk::Space::kDense);
+  EXPECT_EQ(core::dense_space(ThpPolicy::kNever, ThpMode::kMadvise), chunk::Space::kPlain);
   for (ThpMode m : {ThpMode::kAlways, ThpMode::kNever, ThpMode::kUnknown})
     for (ThpPolicy p : {ThpPolicy::kAuto, ThpPolicy::kAlways, ThpPolicy::kNever})
-      EXPECT_EQ(core::growing_medium_space(p, m), chunk::Space::kPlain);
-  EXPECT_EQ(core::rt().growing_medium, core::growing_medium_space(core::rt().opts.thp, core::rt().os.features().thp));
+      EXPECT_EQ(core::dense_space(p, m), chunk::Space::kPlain);
+  EXPECT_EQ(core::rt().growing_medium, core::dense_space(core::rt().opts.thp, core::rt().os.features().thp));
 }
 
 // Buffers that grow by realloc through the medium sizes are written as they
@@ -298,6 +298,85 @@ TEST(Realloc, GrowingMediumBlocksArePackedIntoTheirSpace) {
   if (space != chunk::Space::kPlain) EXPECT_LE(huge_pages.size(), 3u);
   for (void* q : buf) ductile_free(q);
   ductile_free(fresh);
+}
+
+// A buffer that realloc has grown in the dense space (from small sizes,
+// past the process's first MiB of such) and that reaches half the huge
+// threshold becomes a huge block: its span's headroom takes the next
+// doublings in place, where the step into the huge range used to copy it.
+// Plain medium blocks, rallocx (whose usable size must be nallocx's) and a
+// process without a dense space keep the medium block.
+TEST(Realloc, ADenseBufferGrownToHalfTheThresholdBecomesHugeAndGrowsInPlace) {
+  core::Runtime& rt = core::rt();
+  const bool dense = rt.growing_medium != chunk::Space::kPlain;
+  const size_t threshold = rt.huge.options().threshold;
+  ASSERT_EQ(threshold, kHugePage);
+  rt.plain_growth.store(core::Runtime::kPlainGrowth);  // past the first MiB
+  auto kind_of = [](const void* p) { return core::rt().chunks.lookup(p)->kind; };
+  auto in_place = [] {
+    const huge::HugeStats s = core::rt().huge.stats();
+    return s.growth[static_cast<size_t>(huge::GrowthPath::kHeadroom)] +
+           s.growth[static_cast<size_t>(huge::GrowthPath::kNeighbour)];
+  };
+
+  void* p = ductile_malloc(small::kMaxSmall);
+  ASSERT_NE(p, nullptr);
+  fill(p, small::kMaxSmall, 7);
+  size_t old = small::kMaxSmall;
+  for (size_t size = 2 * small::kMaxSmall; size < threshold / 2; size *= 2) {
+    p = ductile_realloc(p, size);
+    ASSERT_NE(p, nullptr);
+    ASSERT_TRUE(check(p, old, 7));
+    fill(p, size, 7);
+    old = size;
+    EXPECT_EQ(kind_of(p), chunk::ExtentKind::kMedium);
+    EXPECT_EQ(core::rt().chunks.lookup(p)->space, rt.growing_medium);
+  }
+  void* q = ductile_realloc(p, threshold / 2);
+  ASSERT_NE(q, nullptr);
+  ASSERT_TRUE(check(q, old, 7));
+  fill(q, threshold / 2, 7);
+  EXPECT_EQ(kind_of(q), dense ? chunk::ExtentKind::kHuge : chunk::ExtentKind::kMedium);
+  EXPECT_EQ(ductile_malloc_usable_size(q), threshold / 2);
+  if (dense) EXPECT_EQ(core::rt().chunks.lookup(q)->space, chunk::Space::kHuge);
+  // Below the threshold and past it: in place, in the span's headroom.
+  const uint64_t grown = in_place();
+  old = threshold / 2;
+  for (size_t size : {threshold * 3 / 4, threshold, 4 * threshold}) {
+    void* r = ductile_realloc(q, size);
+    ASSERT_NE(r, nullptr);
+    ASSERT_TRUE(check(r, old, 7)) << size;
+    fill(r, size, 7);
+    if (dense) EXPECT_EQ(r, q) << size;
+    q = r;
+    old = size;
+  }
+  if (dense) EXPECT_EQ(in_place(), grown + 3);
+  // Shrinking below the threshold makes a medium block again.
+  void* s = ductile_realloc(q, threshold / 4);
+  ASSERT_NE(s, nullptr);
+  EXPECT_TRUE(check(s, threshold / 4, 7));
+  EXPECT_EQ(kind_of(s), chunk::ExtentKind::kMedium);
+  ductile_free(s);
+
+  // rallocx: exactly nallocx's usable size, so a medium block.
+  void* d = ductile_realloc(ductile_malloc(small::kMaxSmall), threshold / 4);
+  ASSERT_NE(d, nullptr);
+  void* x = ductile_rallocx(d, threshold / 2, 0);
+  ASSERT_NE(x, nullptr);
+  EXPECT_EQ(kind_of(x), chunk::ExtentKind::kMedium);
+  EXPECT_EQ(ductile_sallocx(x, 0), ductile_nallocx(threshold / 2, 0));
+  ductile_free(x);
+  // A medium block malloc made (plain space) grows as a medium block. (Not
+  // one of the dense blocks freed above into the thread cache.)
+  core::flush_thread_cache();
+  void* m = ductile_malloc(threshold / 4);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(core::rt().chunks.lookup(m)->space, chunk::Space::kPlain);
+  void* n = ductile_realloc(m, threshold / 2);
+  ASSERT_NE(n, nullptr);
+  EXPECT_EQ(kind_of(n), chunk::ExtentKind::kMedium);
+  ductile_free(n);
 }
 
 class Hysteresis : public ::testing::TestWithParam<size_t> {};

@@ -885,7 +885,18 @@ TEST_F(HugeTest, HugePageSpaceFollowsThePolicy) {
   make(256 * kMiB, o);
   p = huge_->alloc(256 * 1024, kPage, false, true);
   EXPECT_EQ(extent(p)->space, chunk::Space::kPlain);
+  const size_t small_span = extent(p)->size;
   free(p);
+  // From half a huge page on it is on its way to a whole one (realloc makes
+  // such blocks from a buffer in the dense space): huge-page space, and
+  // headroom counted from a whole huge page, as that block's would be.
+  p = huge_->alloc(kHugePage / 2, kPage, false, true);
+  EXPECT_EQ(extent(p)->space, chunk::Space::kHuge);
+  void* whole = huge_->alloc(kHugePage, kPage, false, true);
+  EXPECT_EQ(extent(p)->size, extent(whole)->size);
+  EXPECT_GT(extent(p)->size, small_span);
+  free(p);
+  free(whole);
 
   o.thp = huge::ThpPolicy::kAlways;
   make(256 * kMiB, o);

@@ -130,6 +130,57 @@ TEST_F(RegionTest, ARegionIsAdvisedAsHugePagesOnlyAfterItsPrefix) {
   arena_.free(more.data(), more.size());
 }
 
+// An arena that holds dense_after regions (8 MiB) is large: with a dense
+// space its next regions come from there, advised as huge pages before
+// their first touch (one fault each, not up to 512), with no advice call of
+// their own. Up to that size every region is plain, resident only as far
+// as it is used.
+TEST_F(RegionTest, ALargeArenasNextRegionsComeFromTheDenseSpace) {
+  ArenaOptions o;
+  o.busy_space = chunk::Space::kDense;
+  arena_.init(chunks_.get(), nullptr, o);
+  std::vector<Lent> plain = carve(o.dense_after * kRegionSize);
+  for (const Lent& l : plain) ASSERT_EQ(l.extent->space, chunk::Space::kPlain);
+  EXPECT_EQ(madvises(MADV_HUGEPAGE), o.dense_after);  // each, once busy
+  kernel_.reset_calls();
+  std::vector<Lent> next = carve(3 * kRegionSize);
+  ArenaStats s = arena_.stats();
+  EXPECT_EQ(s.regions, o.dense_after + 3);
+  EXPECT_EQ(s.advised, o.dense_after + 3);
+  EXPECT_EQ(s.dense, 3u);
+  for (const Lent& l : next) EXPECT_EQ(l.extent->space, chunk::Space::kDense);
+  // The dense space's reservation was advised whole, once; no region was.
+  EXPECT_EQ(madvises(MADV_HUGEPAGE), 1u);
+  EXPECT_EQ(advised(MADV_HUGEPAGE, next[0].extent->base & ~(kRegionSize - 1), kRegionSize), 0u);
+  // Back under the size (every region given back): plain regions again.
+  arena_.free(next.data(), next.size());
+  arena_.free(plain.data(), plain.size());
+  arena_.trim();
+  ASSERT_EQ(arena_.stats().regions, 0u);
+  std::vector<Lent> again = carve(o.dense_after * kRegionSize);
+  for (const Lent& l : again) EXPECT_EQ(l.extent->space, chunk::Space::kPlain);
+  arena_.free(again.data(), again.size());
+  arena_.trim();
+  EXPECT_EQ(chunks_->stats().active, 0u);
+}
+
+// Without THP (or without a dense space) a large arena's regions are plain,
+// each advised on its own once busy, as before.
+TEST_F(RegionTest, ALargeArenaWithoutADenseSpaceTakesPlainRegions) {
+  for (bool thp : {true, false}) {
+    ArenaOptions o;
+    o.thp = thp;
+    o.busy_space = thp ? chunk::Space::kPlain : chunk::Space::kDense;
+    arena_.init(chunks_.get(), nullptr, o);
+    std::vector<Lent> v = carve((o.dense_after + 2) * kRegionSize);
+    EXPECT_EQ(arena_.stats().dense, 0u);
+    EXPECT_EQ(arena_.stats().advised, thp ? o.dense_after + 2 : 0u);
+    for (const Lent& l : v) EXPECT_EQ(l.extent->space, chunk::Space::kPlain);
+    arena_.free(v.data(), v.size());
+    arena_.trim();
+  }
+}
+
 TEST_F(RegionTest, ASmallProgramNeverAdvises) {
   std::vector<Lent> v = carve(256 * 1024);
   arena_.free(v.data(), v.size());
