@@ -832,8 +832,10 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
           (e->kind == ExtentKind::kSlab ? small::class_of(size) == e->size_class
                                         : size > old / 2 && e->kind != ExtentKind::kHuge))
         return p;
+      // (Not a dense buffer on its way to the huge range: that one moves
+      // there now, and grows in place from then on.)
       if (aligned && e->kind == ExtentKind::kMedium && size > small::kMaxSmall && size < huge_threshold() &&
-          resize_in_place(p, size, zero) >= size)
+          !grows_huge(e, size) && resize_in_place(p, size, zero) >= size)
         return p;
     }
   }

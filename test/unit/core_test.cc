@@ -227,6 +227,7 @@ TEST(Realloc, GrowingMediumSpaceFollowsTheKernelsModeAndThePolicy) {
   for (ThpMode m : {ThpMode::kAlways, ThpMode::kNever, ThpMode::kUnknown})
     for (ThpPolicy p : {ThpPolicy::kAuto, ThpPolicy::kAlways, ThpPolicy::kNever})
       EXPECT_EQ(core::dense_space(p, m), chunk::Space::kPlain);
+  ASSERT_TRUE(core::ensure_ready());  // the runtime is made by ductile's first call
   EXPECT_EQ(core::rt().growing_medium, core::dense_space(core::rt().opts.thp, core::rt().os.features().thp));
 }
 
@@ -238,6 +239,7 @@ TEST(Realloc, GrowingMediumSpaceFollowsTheKernelsModeAndThePolicy) {
 // fresh medium block stays in plain space. Growth out of the small classes
 // counts too (it used to take the plain malloc of the small-object path).
 TEST(Realloc, GrowingMediumBlocksArePackedIntoTheirSpace) {
+  ASSERT_TRUE(core::ensure_ready());  // as above
   core::Runtime& rt = core::rt();
   const chunk::Space space = rt.growing_medium;
   auto space_of = [](const void* p) { return core::rt().chunks.lookup(p)->space; };
@@ -307,6 +309,9 @@ TEST(Realloc, GrowingMediumBlocksArePackedIntoTheirSpace) {
 // Plain medium blocks, rallocx (whose usable size must be nallocx's) and a
 // process without a dense space keep the medium block.
 TEST(Realloc, ADenseBufferGrownToHalfTheThresholdBecomesHugeAndGrowsInPlace) {
+  // The runtime is made by ductile's first call (under a sanitizer that is
+  // not the test program's first malloc).
+  ASSERT_TRUE(core::ensure_ready());
   core::Runtime& rt = core::rt();
   const bool dense = rt.growing_medium != chunk::Space::kPlain;
   const size_t threshold = rt.huge.options().threshold;
@@ -533,6 +538,7 @@ TEST(Threads, ExitReturnsTheMemoryOfFreeSlabs) {
   // A thread's exit hands the slabs it emptied back to the shared pool: the
   // slab arena, which gives regions left without a slab back to the chunk
   // layer whole (dirty, for the next user or for decay); trim then purges.
+  ASSERT_TRUE(core::ensure_ready());  // the runtime is made by ductile's first call
   const small::ArenaStats before = core::rt().arena.stats();
   const uint64_t purged_before = core::rt().os.counters().purged_bytes.load();
   size_t cls = class_of(256);
