@@ -749,10 +749,11 @@ namespace {
 // doublings in place, and the copy at the threshold goes: half of what such
 // a buffer copied on its way up (1 MiB of 2). The cost, where it stops
 // growing there: its huge page, up to 1 MiB more resident than the block.
-bool grows_huge(const Extent* e, size_t size) {
-  if (e == nullptr || e->kind != ExtentKind::kMedium || e->space == chunk::Space::kPlain) return false;
+// `old` is e's usable size.
+bool grows_huge(const Extent* e, size_t old, size_t size) {
+  if (e->kind != ExtentKind::kMedium || e->space == chunk::Space::kPlain) return false;
   const size_t threshold = huge_threshold();
-  return size > usable_of(e) && size >= threshold / 2 && size < threshold;
+  return size > old && size >= threshold / 2 && size < threshold;
 }
 
 // realloc (`exact` false) and rallocx (`exact` true, where the block is left
@@ -792,6 +793,7 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
   }
   size_t old;
   Extent* e = nullptr;
+  bool to_huge = false;  // grows_huge, for realloc
   if (is_bootstrap(p)) {
     old = bootstrap_size(p);
   } else {
@@ -799,6 +801,7 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
     // Not a block of ours, or one freed already: as free() would.
     if (DUCTILE_UNLIKELY(e == nullptr)) bad_free(p, true);
     old = usable_of(e);
+    to_huge = !exact && align <= kPage && grows_huge(e, old, size);
     // Past half the threshold a huge block stays huge as realloc grows it
     // (grows_huge makes such blocks).
     if (e->kind == ExtentKind::kHuge &&
@@ -835,11 +838,11 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
       // (Not a dense buffer on its way to the huge range: that one moves
       // there now, and grows in place from then on.)
       if (aligned && e->kind == ExtentKind::kMedium && size > small::kMaxSmall && size < huge_threshold() &&
-          !grows_huge(e, size) && resize_in_place(p, size, zero) >= size)
+          !to_huge && resize_in_place(p, size, zero) >= size)
         return p;
     }
   }
-  void* q = !exact && align <= kPage && grows_huge(e, size) ? rt().huge.alloc(size, kPage, zero, true) : nullptr;
+  void* q = to_huge ? rt().huge.alloc(size, kPage, zero, true) : nullptr;
   if (q != nullptr) count_bytes(huge::HugeLayer::size_for(size), 0);
   else q = alloc_impl(size, align, zero, cached, size > old);
   if (q == nullptr) return nullptr;  // the old block is intact

@@ -18,6 +18,11 @@ namespace {
 constexpr size_t kMaxBlock = static_cast<size_t>(PTRDIFF_MAX) & ~(kPage - 1);
 
 constexpr size_t min_of(size_t a, size_t b) { return a < b ? a : b; }
+
+// A growing block of half a huge page or more is on its way to a whole one:
+// realloc makes such a block (core: grows_huge) from a medium one in the
+// dense space, a buffer that has doubled its way up from small sizes.
+constexpr bool bound_for_a_huge_page(size_t usable, bool growing) { return growing && usable >= kHugePage / 2; }
 }  // namespace
 
 const char* growth_path_name(GrowthPath p) noexcept {
@@ -42,9 +47,8 @@ size_t HugeLayer::size_for(size_t size) noexcept {
 
 size_t HugeLayer::span_for(size_t usable, bool growing) const noexcept {
   const unsigned factor = growing ? options_.growth_headroom_factor : options_.headroom_factor;
-  // A growing block of half a huge page or more (see space_for) is on its
-  // way to a whole one: its headroom is counted from there.
-  const size_t from = growing && usable >= kHugePage / 2 && usable < kHugePage ? kHugePage : usable;
+  // Such a block's headroom is counted from the whole huge page.
+  const size_t from = bound_for_a_huge_page(usable, growing) && usable < kHugePage ? kHugePage : usable;
   size_t room = 0;
   if (factor != 0) {
     room = options_.max_headroom;
@@ -320,10 +324,7 @@ chunk::Space HugeLayer::space_for(size_t usable, bool growing) const noexcept {
     case ThpPolicy::kAlways: return chunk::Space::kHuge;
     case ThpPolicy::kAuto: break;
   }
-  // A growing block of at least half a huge page: realloc makes such a block
-  // (core: grows_huge) from a medium one in the dense space, a buffer that
-  // has doubled its way up from small sizes and will fill the page.
-  return growing && usable >= kHugePage / 2 ? chunk::Space::kHuge : chunk::Space::kPlain;
+  return bound_for_a_huge_page(usable, growing) ? chunk::Space::kHuge : chunk::Space::kPlain;
 }
 
 // ---- alloc and free ----------------------------------------------------------
