@@ -91,6 +91,7 @@ struct Block {
   size_t size = 0;    // asked for
   size_t usable = 0;  // malloc_usable_size when made
   size_t align = 1;   // promised
+  size_t asked = 1;   // the alignment asked for (1: none), which a sized free passes again
   uint8_t seed = 0;
 };
 
@@ -163,6 +164,7 @@ class Driver {
   // every function that reports it. Filled and recorded in `slot`.
   void accept(Block& slot, void* p, size_t size, size_t align, bool zero, const char* what, uint8_t seed) {
     size_t usable = ductile_malloc_usable_size(p);
+    const size_t asked = align;
     // Without an alignment asked for: the usable size's own, up to 16.
     size_t natural = usable & (~usable + 1);
     if (natural > 16) natural = 16;
@@ -171,7 +173,7 @@ class Driver {
     if (usable < size) fail("%s(%zu): usable size %zu", what, size, usable);
     if (ductile_sallocx(p, 0) != usable) fail("%s(%zu): sallocx %zu, usable %zu", what, size, ductile_sallocx(p, 0), usable);
     if (zero) check_zero(p, size, 0, what);
-    slot = {p, size, usable, align, seed};
+    slot = {p, size, usable, align, asked, seed};
     live_ += usable;
     fill(slot);
   }
@@ -181,7 +183,9 @@ class Driver {
     switch (how % 4) {
       case 0: ductile_free(b.p); break;
       case 1: ductile_dallocx(b.p, 0); break;
-      case 2: ductile_sdallocx(b.p, b.size, 0); break;
+      // The size and alignment the block was made with, as jemalloc asks
+      // (a hardened build checks them).
+      case 2: ductile_sdallocx(b.p, b.size, b.asked > 1 ? MALLOCX_ALIGN(b.asked) : 0); break;
       case 3: ductile_dallocx(b.p, MALLOCX_TCACHE_NONE); break;
     }
     b = Block();

@@ -132,7 +132,7 @@ TEST(Prof, SampledBlocksKeepEveryPromise) {
     ductile_dallocx(z, 0);
     void* a = ductile_aligned_alloc(64, size);
     EXPECT_TRUE(is_aligned(addr(a), 64)) << size;
-    ductile_sdallocx(a, size, MALLOCX_TCACHE_NONE);
+    ductile_sdallocx(a, size, MALLOCX_ALIGN(64) | MALLOCX_TCACHE_NONE);  // as allocated
     void* b = nullptr;
     ASSERT_EQ(ductile_posix_memalign(&b, 8192, size), 0);
     EXPECT_TRUE(is_aligned(addr(b), 8192)) << size;
