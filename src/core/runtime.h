@@ -223,13 +223,13 @@ DUCTILE_ALWAYS_INLINE void* alloc(size_t size) noexcept {
 // `entry` with class `cls` (small::tag_class), is the start of a block that
 // the thread cache may take. A slab object by its offset from the slab's
 // base, which the tag's page number gives (a multiply, no division, no
-// extent); a medium block only by its first page, the one page it tags.
+// extent); a medium block only by its first page, the one page it tags,
+// whose number in the tag is 0 (the same multiply, by 1: offset 0 alone).
 // Anything else -- no tag (not ours, freed, sampled, huge), an interior
 // pointer -- goes to the slow path, which reports it.
 DUCTILE_ALWAYS_INLINE bool hardened_block_start(const void* p, uintptr_t entry, size_t cls) noexcept {
-  if (DUCTILE_LIKELY(cls < small::kNumSmall))
-    return small::is_object_offset(small::tag_slab_offset(chunk::PageMap::entry_tag(entry), addr(p)), cls);
-  return cls < small::kNumClasses && (addr(p) & (kPage - 1)) == 0;
+  return cls < small::kNumClasses &&
+         small::is_object_offset(small::tag_slab_offset(chunk::PageMap::entry_tag(entry), addr(p)), cls);
 }
 
 // The page-map entry's tag (small::free_tag) gives the class of a slab's

@@ -198,14 +198,17 @@ DUCTILE_ALWAYS_INLINE size_t class_size(size_t cls) { return kClasses.size[cls];
 // n * M < M modulo 2^64, where M = floor((2^64 - 1) / d) + 1 (Lemire,
 // Kaser and Kurz, "Faster remainder by direct computation", 2019). A slab
 // is at most 32 pages, so its offsets are far below 2^32 (small_test checks
-// every offset of every class against the division).
+// every offset of every class against the division). A medium class's M is
+// 1, which passes offset 0 alone: a medium block is tagged on its first page
+// only, where its start is the page's start, so one test serves every class.
 namespace detail {
 struct OffsetMagic {
-  uint64_t m[kNumSmall] = {};
+  uint64_t m[kNumClasses] = {};
 };
 constexpr OffsetMagic make_offset_magic() {
   OffsetMagic t;
   for (size_t c = 0; c < kNumSmall; c++) t.m[c] = UINT64_MAX / kClasses.size[c] + 1;
+  for (size_t c = kNumSmall; c < kNumClasses; c++) t.m[c] = 1;
   return t;
 }
 }  // namespace detail

@@ -66,6 +66,9 @@ TEST(SizeClasses, ObjectOffsetsByMultiplyAgreeWithTheDivision) {
     for (uint32_t n = 0; n < bytes; n++)
       ASSERT_EQ(is_object_offset(n, c), n % class_size(c) == 0) << "class " << class_size(c) << " offset " << n;
   }
+  // A medium block's tagged first page: its start alone.
+  for (size_t c = kNumSmall; c < kNumClasses; c++)
+    for (uint32_t n = 0; n < kPage; n++) ASSERT_EQ(is_object_offset(n, c), n == 0) << "class " << class_size(c);
 }
 
 TEST(ThreadCacheLayout, SlotsPartitionTheArray) {
