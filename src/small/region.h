@@ -51,11 +51,13 @@ struct ArenaOptions {
   // madvise and `thp` holds; otherwise the plain space, each region advised
   // on its own once busy.
   chunk::Space busy_space = chunk::Space::kPlain;
-  // A large arena: one that holds this many regions (32 MiB). A region from
-  // the dense space is resident whole from its first touch, where one in
-  // plain space is resident as far as it is used: a program with a few MiB
-  // of small objects keeps paying only for those.
-  size_t dense_after = 16;
+  // A large arena: one that holds this many regions (128 MiB). A region
+  // from the dense space is resident whole from its first touch, where one
+  // in plain space is resident as far as it is used: the arena's last
+  // region, partly used, costs up to 2 MiB more in the dense space, which
+  // from here on is at most 1/64 of the arena. (From 16 regions on, a
+  // million 72-byte objects cost 2.8 % over their class instead of 0.7 %.)
+  size_t dense_after = 64;
   // How far ahead of a busy region's carve point the helper faults pages in.
   size_t prefault_ahead = size_t{256} << 10;
   // Whole-free regions kept, unpurged, for the next slab (hysteresis).
