@@ -21,6 +21,7 @@ DIR layout (written by compare-small.sh):
 """
 import glob
 import json
+import math
 import os
 import re
 import statistics
@@ -151,6 +152,33 @@ class Results:
     def pc_mops(self, name):
         return median(self.pc_all(name))
 
+    # -- per repetition, for paired ratios -----------------------------------
+    def times_by_rep(self, name):
+        """{row label: {rep: ns}} for the seven time rows: every pair size,
+        the batch (ns per pair) and producer/consumer (ns per block)."""
+        out = {}
+        for sub in ("pair", "mb"):
+            for path in glob.glob(os.path.join(self.dir, sub, name + ".*.json")):
+                rep = os.path.basename(path)[len(name) + 1:-len(".json")]
+                try:
+                    with open(path) as f:
+                        run = json.load(f)
+                except (OSError, ValueError):
+                    continue
+                for s in PAIR_SIZES:
+                    b = self.find(run, "BM_Pair/%d" % s)
+                    # The pairs come from pair/ where it exists (older
+                    # results kept them in mb/).
+                    if b is not None and (sub == "pair" or not
+                                          glob.glob(os.path.join(self.dir, "pair", "*.json"))):
+                        out.setdefault("%s pair" % fmt_size(s), {})[(sub, rep)] = self.ns_per_iter(b)
+                for prefix, label in (("BM_Batch64", "64 B batch of 1000"),
+                                      ("BM_ProducerConsumer", "producer/consumer")):
+                    b = self.find(run, prefix)
+                    if b is not None and b.get("items_per_second"):
+                        out.setdefault(label, {})[(sub, rep)] = 1e9 / b["items_per_second"]
+        return out
+
     # -- rss_per_block -------------------------------------------------------
     def rss(self, name, size):
         vals, usable = [], None
@@ -273,6 +301,48 @@ def table(res, title, unit, better, rows, note=None):
     return "\n".join(out)
 
 
+def paired_table(res):
+    """Each peer's time over ductile's within one repetition (where the
+    allocators ran one after the other), the median over the repetitions,
+    and the geometric mean over the time rows: a drift of the machine's
+    speed that outlasts a repetition cancels, where the medians of the
+    tables above compare runs minutes apart. With other builds of ductile
+    in the peers' slots this is how their costs are measured (docs/
+    bench-small.md)."""
+    if "ductile" not in res.allocs or res.status["ductile"][0] != "ok":
+        return
+    base = res.times_by_rep("ductile")
+    peers = [a for a in res.allocs if a != "ductile" and res.status[a][0] == "ok"]
+    labels = ["%s pair" % fmt_size(s) for s in PAIR_SIZES] + \
+        ["64 B batch of 1000", "producer/consumer"]
+    ratios = {}
+    for a in peers:
+        t = res.times_by_rep(a)
+        for label in labels:
+            rs = [v / base[label][k] for k, v in t.get(label, {}).items()
+                  if k in base.get(label, {}) and base[label][k] > 0]
+            ratios[(a, label)] = median(rs) if rs else None
+    print("### Paired time ratios to ductile")
+    print()
+    print("Each peer's time over ductile's in the same repetition, the median "
+          "over the repetitions; above 1 the peer is slower. Producer/consumer "
+          "as time per block.")
+    print()
+    print("|  | " + " | ".join(peers) + " |")
+    print("|---|" + "---:|" * len(peers))
+    for label in labels:
+        print("| %s | " % label + " | ".join(
+            fmt_num(ratios[(a, label)]) if ratios[(a, label)] is not None else "—"
+            for a in peers) + " |")
+    cells = []
+    for a in peers:
+        vs = [ratios[(a, label)] for label in labels]
+        cells.append(fmt_num(math.exp(sum(math.log(v) for v in vs) / len(vs)))
+                     if all(v is not None and v > 0 for v in vs) else "—")
+    print("| geometric mean | " + " | ".join(cells) + " |")
+    print()
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: ratios.py RESULT-DIR")
@@ -322,8 +392,10 @@ def main():
     print(table(res, "Producer/consumer", "million blocks per second "
                 "(median)", "higher", rows,
                 "Thread 0 mallocs, passes blocks through an SPSC ring, "
-                "thread 1 frees. Range over the repetitions (cross-core "
+                "thread 1 reads each block's first byte and frees it. Range over the repetitions (cross-core "
                 "traffic on 2 vCPUs is noisy): %s." % spread))
+
+    paired_table(res)
 
     rows, usable_rows = [], []
     for s in RSS_SIZES:
