@@ -41,6 +41,16 @@ def fmt_size(n):
     return "%d B" % n
 
 
+def pair_label(size):
+    return "%s pair" % fmt_size(size)
+
+
+BATCH_LABEL = "64 B batch of 1000"
+PC_LABEL = "producer/consumer"
+# The rows that are times: the paired table's.
+TIME_ROWS = [pair_label(s) for s in PAIR_SIZES] + [BATCH_LABEL, PC_LABEL]
+
+
 def fmt_num(v):
     if v is None:
         return "n/a"
@@ -94,16 +104,26 @@ class Results:
                          for r in read_tsv(os.path.join(d, "meta.tsv")))
 
     # -- malloc_bench --------------------------------------------------------
-    def bench_runs(self, name, sub="mb"):
+    def runs_by_rep(self, name, sub="mb"):
+        """[(repetition, run)] in the order of the files' names."""
         runs = []
         for path in sorted(glob.glob(os.path.join(self.dir, sub,
                                                   name + ".*.json"))):
             try:
                 with open(path) as f:
-                    runs.append(json.load(f))
+                    run = json.load(f)
             except (OSError, ValueError):
-                pass  # a crashed run leaves no or partial JSON
+                continue  # a crashed run leaves no or partial JSON
+            runs.append((os.path.basename(path)[len(name) + 1:-len(".json")], run))
         return runs
+
+    def bench_runs(self, name, sub="mb"):
+        return [run for _, run in self.runs_by_rep(name, sub)]
+
+    def pair_runs_by_rep(self, name):
+        # The pairs' own runs where there are any (older results kept the
+        # pairs in mb/ with the rest).
+        return self.runs_by_rep(name, "pair") or self.runs_by_rep(name)
 
     @staticmethod
     def find(run, prefix):
@@ -122,61 +142,50 @@ class Results:
                                                                   "ns")]
         return b["real_time"] * scale
 
+    @classmethod
+    def pair_ns_of(cls, run, size):
+        b = cls.find(run, "BM_Pair/%d" % size)
+        return cls.ns_per_iter(b) if b is not None else None
+
+    @classmethod
+    def items_per_second(cls, run, prefix):
+        b = cls.find(run, prefix)
+        return b["items_per_second"] if b is not None and b.get("items_per_second") else None
+
     def pair_all(self, name, size):
-        vals = []
-        for run in self.bench_runs(name, "pair") or self.bench_runs(name):
-            b = self.find(run, "BM_Pair/%d" % size)
-            if b is not None:
-                vals.append(self.ns_per_iter(b))
-        return vals
+        vals = (self.pair_ns_of(run, size) for _, run in self.pair_runs_by_rep(name))
+        return [v for v in vals if v is not None]
 
     def pair_ns(self, name, size):
         return median(self.pair_all(name, size))
 
     def batch_ns(self, name):
-        vals = []
-        for run in self.bench_runs(name):
-            b = self.find(run, "BM_Batch64")
-            if b is not None and b.get("items_per_second"):
-                vals.append(1e9 / b["items_per_second"])
-        return median(vals)
+        vals = (self.items_per_second(run, "BM_Batch64") for run in self.bench_runs(name))
+        return median([1e9 / v for v in vals if v is not None])
 
     def pc_all(self, name):
-        vals = []
-        for run in self.bench_runs(name):
-            b = self.find(run, "BM_ProducerConsumer")
-            if b is not None and b.get("items_per_second"):
-                vals.append(b["items_per_second"] / 1e6)
-        return vals
+        vals = (self.items_per_second(run, "BM_ProducerConsumer") for run in self.bench_runs(name))
+        return [v / 1e6 for v in vals if v is not None]
 
     def pc_mops(self, name):
         return median(self.pc_all(name))
 
     # -- per repetition, for paired ratios -----------------------------------
     def times_by_rep(self, name):
-        """{row label: {rep: ns}} for the seven time rows: every pair size,
-        the batch (ns per pair) and producer/consumer (ns per block)."""
-        out = {}
-        for sub in ("pair", "mb"):
-            for path in glob.glob(os.path.join(self.dir, sub, name + ".*.json")):
-                rep = os.path.basename(path)[len(name) + 1:-len(".json")]
-                try:
-                    with open(path) as f:
-                        run = json.load(f)
-                except (OSError, ValueError):
-                    continue
-                for s in PAIR_SIZES:
-                    b = self.find(run, "BM_Pair/%d" % s)
-                    # The pairs come from pair/ where it exists (older
-                    # results kept them in mb/).
-                    if b is not None and (sub == "pair" or not
-                                          glob.glob(os.path.join(self.dir, "pair", "*.json"))):
-                        out.setdefault("%s pair" % fmt_size(s), {})[(sub, rep)] = self.ns_per_iter(b)
-                for prefix, label in (("BM_Batch64", "64 B batch of 1000"),
-                                      ("BM_ProducerConsumer", "producer/consumer")):
-                    b = self.find(run, prefix)
-                    if b is not None and b.get("items_per_second"):
-                        out.setdefault(label, {})[(sub, rep)] = 1e9 / b["items_per_second"]
+        """{row label: {rep: ns}} for TIME_ROWS: every pair size, the batch
+        (ns per pair) and producer/consumer (ns per block)."""
+        out = {label: {} for label in TIME_ROWS}
+        for rep, run in self.pair_runs_by_rep(name):
+            for s in PAIR_SIZES:
+                v = self.pair_ns_of(run, s)
+                if v is not None:
+                    out[pair_label(s)][rep] = v
+        for rep, run in self.runs_by_rep(name):
+            for prefix, label in (("BM_Batch64", BATCH_LABEL),
+                                  ("BM_ProducerConsumer", PC_LABEL)):
+                v = self.items_per_second(run, prefix)
+                if v is not None:
+                    out[label][rep] = 1e9 / v
         return out
 
     # -- rss_per_block -------------------------------------------------------
@@ -313,14 +322,13 @@ def paired_table(res):
         return
     base = res.times_by_rep("ductile")
     peers = [a for a in res.allocs if a != "ductile" and res.status[a][0] == "ok"]
-    labels = ["%s pair" % fmt_size(s) for s in PAIR_SIZES] + \
-        ["64 B batch of 1000", "producer/consumer"]
+    labels = TIME_ROWS
     ratios = {}
     for a in peers:
         t = res.times_by_rep(a)
         for label in labels:
-            rs = [v / base[label][k] for k, v in t.get(label, {}).items()
-                  if k in base.get(label, {}) and base[label][k] > 0]
+            rs = [v / base[label][k] for k, v in t[label].items()
+                  if base[label].get(k, 0) > 0]
             ratios[(a, label)] = median(rs) if rs else None
     print("### Paired time ratios to ductile")
     print()
@@ -365,9 +373,9 @@ def main():
         print("* %s: %s%s" % (a, st, (" — " + detail) if detail else ""))
     print()
 
-    rows = [("%s pair" % fmt_size(s),
+    rows = [(pair_label(s),
              {a: res.pair_ns(a, s) for a in res.allocs}) for s in PAIR_SIZES]
-    rows.append(("64 B batch of 1000",
+    rows.append((BATCH_LABEL,
                  {a: res.batch_ns(a) for a in res.allocs}))
     print(table(res, "malloc+free pair", "ns per pair (median)", "lower",
                 rows, "BM_Pair/N: malloc(N), touch 1 byte, free. Batch: "
@@ -429,8 +437,8 @@ def main():
             m, t = {}, {}
             for a in res.allocs:
                 m[a], t[a] = res.syscalls_per_pair(a, s)
-            mem_rows.append(("%s pair" % fmt_size(s), m))
-            all_rows.append(("%s pair" % fmt_size(s), t))
+            mem_rows.append((pair_label(s), m))
+            all_rows.append((pair_label(s), t))
         note = ("Counted with %s over two runs of BM_Pair/N with fixed "
                 "iteration counts (%s); per pair = difference in calls / "
                 "difference in iterations, so start-up and warm-up cancel. "
