@@ -86,8 +86,8 @@ void HugeLayer::free_record(Span* s) noexcept {
 HugeLayer::Fresh HugeLayer::take_span(size_t usable, size_t align, bool growing) noexcept {
   Fresh f = place_span(usable, align, growing);
   if (f.e == nullptr || !guarded() || f.committed <= usable) return f;
-  // The guard: everything past the block. (Under strict overcommit only a
-  // recycled span that was committed already needs it: the rest was never
+  // The guard: the page past the block. (Under strict overcommit only a
+  // recycled span that was committed already needs one: the rest was never
   // committed.)
   if (!strict()) {
     // The pieces the guard splits the reservation's mapping into merge
@@ -101,7 +101,11 @@ HugeLayer::Fresh HugeLayer::take_span(size_t usable, size_t align, bool growing)
     auto* first = static_cast<volatile unsigned char*>(ptr(f.e->base));
     *first = *first;
   }
-  if (chunks_.os().guard(ptr(f.e->base + usable), f.committed - usable)) {
+  // Under strict overcommit everything past the block is decommitted, as
+  // the rest of free space is; in normal mode one page alone is the guard:
+  // PROT_NONE over the resident pages of a recycled span would rewrite
+  // their page-table entries, and lifting it at free again (see huge.h).
+  if (chunks_.os().guard(ptr(f.e->base + usable), strict() ? f.committed - usable : kPage)) {
     f.committed = usable;
     return f;
   }
@@ -204,8 +208,22 @@ void HugeLayer::adopt(Extent* e, Span* s, const Fresh& f, size_t usable) noexcep
 
 bool HugeLayer::commit_to(Extent* e, Span* s, size_t upto) noexcept {
   if (upto <= s->committed || (!strict() && !guarded())) return true;
-  // Under strict overcommit a commit, in hardened mode the guard lifted:
-  // both are mprotect(READ|WRITE).
+  if (!strict()) {
+    // Hardened mode: the guard page moves to the new end first, and the
+    // block opens after (over the old guard page and whatever lies between),
+    // so that a refusal leaves block and guard whole. A guard page left
+    // behind where the second call was refused lies in the headroom, and is
+    // opened with the rest by the next growth or the span's return.
+    if (!chunks_.os().guard(ptr(e->base + upto), kPage)) return false;
+    if (!chunks_.os().unguard(ptr(e->base + s->committed), upto - s->committed)) {
+      (void)chunks_.os().unguard(ptr(e->base + upto), kPage);
+      return false;
+    }
+    s->committed = upto;
+    return true;
+  }
+  // Under strict overcommit a commit (and in hardened mode the guard
+  // lifted): mprotect(READ|WRITE).
   if (!chunks_.os().unguard(ptr(e->base + s->committed), upto - s->committed)) return false;
   s->committed = upto;
   return true;
@@ -213,8 +231,12 @@ bool HugeLayer::commit_to(Extent* e, Span* s, size_t upto) noexcept {
 
 bool HugeLayer::guard_past(Extent* e, Span* s, size_t usable) noexcept {
   if (!guarded() || s->committed <= usable) return true;
-  if (!chunks_.os().guard(ptr(e->base + usable), s->committed - usable)) return false;
+  const size_t old = s->committed;
+  if (!chunks_.os().guard(ptr(e->base + usable), strict() ? old - usable : kPage)) return false;
   s->committed = usable;
+  // Normal mode: the old guard page is headroom now. Opened, it leaves the
+  // span one mapping fewer; refused, it stays (see commit_to).
+  if (!strict()) (void)chunks_.os().unguard(ptr(e->base + usable + kPage), old - usable);
   return true;
 }
 
@@ -401,7 +423,9 @@ bool HugeLayer::grow_in_place(Extent* e, Span* s, size_t usable, bool zero) noex
     if (!r.zeroed) s->zero_from = e->size;
     if (!guarded()) {
       s->committed = e->size;
-    } else if (!guard_added(e, s, old_end)) {
+    } else if (strict() && !guard_added(e, s, old_end)) {
+      // (In normal mode the added pages are headroom, read/write, and
+      // commit_to below moves the guard page.)
       return false;
     }
   }
