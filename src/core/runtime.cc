@@ -21,7 +21,6 @@ alignas(Runtime) unsigned char g_runtime[sizeof(Runtime)];
 std::atomic<bool> g_ready{false};
 size_t g_huge_threshold = 0;
 bool g_hardened = false;
-uintptr_t g_freed_secret = 0;
 alignas(small::ThreadCache) unsigned char g_no_cache[sizeof(small::ThreadCache)];
 __thread small::ThreadCache* t_cache __attribute__((tls_model("initial-exec"))) =
     reinterpret_cast<small::ThreadCache*>(g_no_cache);
@@ -116,7 +115,7 @@ void* medium_from_chunks(size_t cls, size_t align, bool zero, bool tagged = true
   e->usable = size;
   if (tagged) rt().chunks.tag_first_page(e, small::free_tag(cls));
   if (zero && !a.zeroed) std::memset(ptr(e->base), 0, size);
-  else if (kHardened && !a.zeroed) *freed_mark_slot(ptr(e->base), cls) = 0;  // a freed mark left there
+  else if (kHardened && !a.zeroed) *static_cast<uintptr_t*>(ptr(e->base)) = 0;  // a freed mark left there
   return ptr(e->base);
 }
 
@@ -171,6 +170,15 @@ void flush_objects(size_t cls, void** items, size_t n, bool release) {
   size_t k = 0;
   for (size_t i = 0; i < n; i++) {
     Extent* e = rt().chunks.lookup(items[i]);
+    if (kHardened) {
+      // A medium block freed twice into the cache: its extent went back
+      // at the first copy's flush, or (flushed in one batch) the first
+      // copy's check cleared its mark.
+      if (e == nullptr || e->state != chunk::ExtentState::kActive || e->kind != ExtentKind::kMedium ||
+          e->base != addr(items[i]))
+        fatal_pointer("free(): double free detected", items[i]);
+      small::take_marked(items[i]);
+    }
     if (!release) {
       rt().chunks.free(e);
       continue;
@@ -301,8 +309,8 @@ void* alloc_class(size_t cls, bool zero, bool cached) {
     if (b.count != 0) {
       if (kStats || kProf) tc->allocated += small::class_size(cls);
       void* p = b.items[--b.count];
+      if (kHardened) small::take_marked(p);
       if (zero) std::memset(p, 0, small::class_size(cls));
-      else if (kHardened) *freed_mark_slot(p, cls) = 0;
       return p;
     }
     if (small::is_small_class(cls)) return nullptr;  // the bin could not fill
@@ -312,8 +320,8 @@ void* alloc_class(size_t cls, bool zero, bool cached) {
     if (rt().bins[own ? own->bin_set : 0][cls].fill(&p, 1) == 0) return nullptr;
     start_helper_if_asked();
     count_bytes(small::class_size(cls), 0);
+    if (kHardened) small::take_marked(p);
     if (zero) std::memset(p, 0, small::class_size(cls));
-    else if (kHardened) *freed_mark_slot(p, cls) = 0;
     return p;
   }
   void* p = medium_from_chunks(cls, kPage, zero);
@@ -432,6 +440,8 @@ ThreadCache* cache_for_free() {
 // `cached` false (MALLOCX_TCACHE_NONE): straight back in any case.
 void cache_push(void* p, Extent* e, bool cached) {
   size_t cls = e->size_class;
+  // Into a cache or straight into a bin, it is freed (small::take_marked).
+  if (kHardened) small::mark_freed(p);
   ThreadCache* tc = cached ? cache_for_free() : nullptr;
   if (tc == nullptr) {
     count_bytes(0, small::class_size(cls));
@@ -445,7 +455,6 @@ void cache_push(void* p, Extent* e, bool cached) {
     decay_from_calls();
   }
   if (kStats) tc->deallocated += small::class_size(cls);
-  if (kHardened) *freed_mark_slot(p, cls) = freed_mark(p);
   b.items[b.count++] = p;
 }
 
@@ -577,8 +586,8 @@ bool ensure_ready() noexcept {
     if (g_hardened) {
       // AT_RANDOM's second half (the chunk layer's hint takes the first).
       if (auto* bytes = reinterpret_cast<const unsigned char*>(getauxval(AT_RANDOM)))
-        std::memcpy(&g_freed_secret, bytes + 8, sizeof g_freed_secret);
-      g_freed_secret |= 1;  // never 0: a zeroed block must not look freed at address 0
+        std::memcpy(&small::g_freed_secret, bytes + 8, sizeof small::g_freed_secret);
+      small::g_freed_secret |= 1;  // never 0: a zeroed block must not look freed at address 0
     }
     new (g_runtime) Runtime(o);
     pthread_key_create(&g_cache_key, thread_exit);
@@ -642,15 +651,17 @@ namespace {
 }
 
 // Hardened mode: p, inside active extent e, must be a block's start and
-// not in a thread cache already (its freed mark). A small object freed
-// twice after leaving the cache is found by its slab's bitmap (Bin::flush).
+// not freed already: its freed mark (--enable-hardened; a second free that
+// the inline path takes is found at the block's hand-out instead, see
+// small::take_marked), or its slab's bitmap once it left the cache
+// (Bin::flush).
 void check_block(void* p, const Extent* e) noexcept {
   if (e->kind == ExtentKind::kSlab) {
     if ((addr(p) - e->base) % small::class_size(e->size_class) != 0) fatal_pointer("free(): invalid pointer", p);
   } else if (addr(p) != e->base) {
     fatal_pointer("free(): invalid pointer", p);
   }
-  if (kHardened && e->kind != ExtentKind::kHuge && *freed_mark_slot(p, e->size_class) == freed_mark(p))
+  if (kHardened && e->kind != ExtentKind::kHuge && *static_cast<uintptr_t*>(p) == small::freed_mark(p))
     fatal_pointer("free(): double free detected", p);
 }
 

@@ -102,19 +102,8 @@ extern size_t g_huge_threshold;
 // paths below are the same instructions as without it.
 extern bool g_hardened;
 // --enable-hardened keeps the thread caches: a block freed into one holds
-// this mark in its first word (the address and a per-process secret), so a
-// second free of it is seen; taking a block out of a cache clears it.
-extern uintptr_t g_freed_secret;
-inline uintptr_t freed_mark(const void* p) { return addr(p) ^ g_freed_secret; }
-// Where the mark of a block of class cls lives: its second word, or its
-// first in the 8-byte class. Not the first where there is a second: a
-// program's last store into a block is often a narrow one at its start (a
-// flag, a length byte; the pair benchmark's one byte), and an 8-byte load
-// over a pending narrower store is not forwarded from it but waits until
-// the store is written to the cache.
-DUCTILE_ALWAYS_INLINE uintptr_t* freed_mark_slot(void* p, size_t cls) {
-  return static_cast<uintptr_t*>(p) + (cls != 0);
-}
+// its freed mark (small::mark_freed), checked when it is handed out again
+// (small::take_marked).
 inline Runtime& rt() { return *reinterpret_cast<Runtime*>(g_runtime); }
 
 // The cache of every thread that has none (not yet, no longer, or none at
@@ -213,7 +202,7 @@ DUCTILE_ALWAYS_INLINE void* alloc(size_t size) noexcept {
       tc->allocated = now;
     }
     void* p = b.items[--b.count];
-    if (kHardened) *freed_mark_slot(p, cls) = 0;
+    if (kHardened) small::take_marked(p);
     return p;
   }
   return alloc_slow(size);
@@ -235,8 +224,9 @@ DUCTILE_ALWAYS_INLINE bool hardened_block_start(const void* p, uintptr_t entry, 
 // The page-map entry's tag (small::free_tag) gives the class of a slab's
 // objects and of a medium block freed by its first page, so the common free
 // loads no extent: TLS, the page map's root and leaf, the cache bin.
-// Hardened builds check the block inline too (hardened_block_start, and its
-// freed mark against a second free), so a valid free stays here as well.
+// Hardened builds check the block inline too (hardened_block_start), so a
+// valid free stays here as well, and store its freed mark (a second free is
+// found when the block is handed out: small::take_marked).
 // `sized` (hardened builds): the caller was told the block's size, at most
 // small::kMaxTableSize, and no alignment; the block's class must be that
 // size's.
@@ -254,13 +244,7 @@ DUCTILE_ALWAYS_INLINE void dealloc_as(void* p, size_t size = 0) noexcept {
                                               : cls < small::kNumClasses && (addr(p) & (kPage - 1)) == 0)) {
     small::CacheBin& b = tc->bins[cls];
     if (DUCTILE_LIKELY(b.count < b.limit)) {
-      if (kHardened) {
-        // Freed already (and cached, or in its bin): the slow path says so.
-        uintptr_t* slot = freed_mark_slot(p, cls);
-        const uintptr_t mark = freed_mark(p);
-        if (DUCTILE_UNLIKELY(*slot == mark)) return dealloc_slow(p);
-        *slot = mark;
-      }
+      if (kHardened) small::mark_freed(p);
       if (kStats) tc->deallocated += small::class_size(cls);
       b.items[b.count++] = p;
       if (DUCTILE_UNLIKELY(--tc->decay_countdown == 0)) decay_event(tc);

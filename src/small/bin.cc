@@ -8,6 +8,10 @@
 
 namespace ductile::small {
 
+uintptr_t g_freed_secret = 1;
+
+void freed_block_changed(const void* p) noexcept { fatal_pointer("double free or write after free detected", p); }
+
 namespace {
 Mutex g_pool_lock;
 Slab* g_pool[kMaxBitmapWords + 1] = {};
@@ -176,7 +180,9 @@ size_t Bin::fill(void** out, size_t n) noexcept {
     const size_t before = got;
     got += words_ ? fill_bitmap(s, out + got, n - got) : fill_list(s, out + got, n - got);
     while (got < n && s->bump < s->nobjs) {
-      out[got++] = ptr(s->base + static_cast<size_t>(s->bump) * size_);
+      out[got] = ptr(s->base + static_cast<size_t>(s->bump) * size_);
+      if (kHardened) mark_freed(out[got]);
+      got++;
       s->bump++;
     }
     s->nfree -= static_cast<uint32_t>(got - before);

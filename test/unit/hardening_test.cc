@@ -38,6 +38,13 @@ size_t read_size(const char* name);
 // What a bad free prints (fatal_pointer) before it aborts.
 constexpr char kInvalid[] = "^ductile: free\\(\\): invalid pointer 0x[0-9a-f]+\n$";
 constexpr char kDouble[] = "^ductile: free\\(\\): double free detected 0x[0-9a-f]+\n$";
+// --enable-hardened: a freed mark missing when the block is handed out
+// again (a double free found then, or a write after free).
+constexpr char kChanged[] = "^ductile: double free or write after free detected 0x[0-9a-f]+\n$";
+// A double free, found at the second free or (--enable-hardened, a block
+// the inline free cached) when the block is handed out again.
+constexpr char kDoubleOrChanged[] =
+    "^ductile: (free\\(\\): double free|double free or write after free) detected 0x[0-9a-f]+\n$";
 constexpr char kWrongSize[] = "^ductile: free_sized\\(\\): wrong size for block 0x[0-9a-f]+\n$";
 
 // Two 40 KiB blocks that are neighbours, freed past the thread cache so that
@@ -109,22 +116,54 @@ void* hardened_malloc(size_t size) {
   return ductile_malloc(size);
 }
 
-void free_twice(size_t size) {
+// Freed twice, then allocated twice: the second allocation would hand the
+// block out a second time. `between`: other blocks of the size freed
+// between the two frees. A block of the size stays live throughout, so that
+// a slab does not go back to its region between the frees (hardened:true
+// alone has no cache: the second free would find no slab there, and report
+// an invalid pointer).
+void free_twice(size_t size, int between = 0) {
+  (void)hardened_malloc(size);
   void* p = hardened_malloc(size);
+  std::vector<void*> others;
+  for (int i = 0; i < between; i++) others.push_back(hardened_malloc(size));
   ductile_free(p);
+  for (void* q : others) ductile_free(q);
   ductile_free(p);
+  for (int i = 0; i < between + 2; i++) (void)hardened_malloc(size);
+  _exit(0);
 }
 
 TEST_F(Hardened, DoubleFreeOfEveryRange) {
-  EXPECT_DEATH(free_twice(8), kDouble);
-  EXPECT_DEATH(free_twice(24), kDouble);
-  EXPECT_DEATH(free_twice(1000), kDouble);
-  EXPECT_DEATH(free_twice(40 * 1024), kDouble);
+  EXPECT_DEATH(free_twice(8), kDoubleOrChanged);
+  EXPECT_DEATH(free_twice(24), kDoubleOrChanged);
+  EXPECT_DEATH(free_twice(1000), kDoubleOrChanged);
+  EXPECT_DEATH(free_twice(40 * 1024), kDoubleOrChanged);
   EXPECT_DEATH(free_twice(3 << 20), kDouble);
+  // With frees in between: the copies are not next to each other.
+  EXPECT_DEATH(free_twice(24, 5), kDoubleOrChanged);
+  EXPECT_DEATH(free_twice(5000, 3), kDoubleOrChanged);
 }
 
-// A double free found once the object has left the thread cache (its slab's
-// bitmap has it free already), with other frees in between.
+// --enable-hardened: both copies of a medium block freed twice into the
+// cache go back at a flush; the second is found there (its extent went
+// back with the first, or its mark was taken by the first).
+TEST_F(Hardened, DoubleFreeOfACachedMediumBlockFoundAtTheFlush) {
+  EXPECT_DEATH(
+      {
+        void* p = hardened_malloc(40 * 1024);
+        ductile_free(p);
+        ductile_free(p);
+        ductile_mallctl("thread.tcache.flush", nullptr, nullptr, nullptr, 0);
+        _exit(0);
+      },
+      kDouble);
+}
+
+// A double free once the object has left the thread cache, with other
+// frees in between: its slab's bitmap has it free already (hardened:true,
+// no cache), or (--enable-hardened, the second free cached) one of its two
+// copies is handed out after the other.
 TEST_F(Hardened, DoubleFreeAfterTheCacheFlushed) {
   EXPECT_DEATH(
       {
@@ -135,8 +174,12 @@ TEST_F(Hardened, DoubleFreeAfterTheCacheFlushed) {
         for (void* q : v) ductile_free(q);
         ductile_mallctl("thread.tcache.flush", nullptr, nullptr, nullptr, 0);
         ductile_free(p);
+        // (--enable-hardened caches it: the allocations that take it from
+        // the cache and from the slab find it.)
+        for (int i = 0; i < 1002; i++) (void)hardened_malloc(48);
+        _exit(0);
       },
-      kDouble);
+      kDoubleOrChanged);
 }
 
 TEST_F(Hardened, FreeOfAPointerNeverReturned) {
@@ -213,31 +256,37 @@ TEST_F(Hardened, RightSizesAndAlignmentsAreAccepted) {
 // In hardened mode freed objects are kept in their slab's bitmap, outside
 // the objects, for every class: a write after free cannot redirect a later
 // allocation (by default the 8- and 16-byte classes link freed objects
-// through their first word).
+// through their first word). --enable-hardened also finds the write: the
+// freed mark is gone when the block is handed out again.
+void write_after_free_then_allocate(bool flush) {
+  std::vector<char*> v;
+  for (int i = 0; i < 100; i++) v.push_back(static_cast<char*>(hardened_malloc(16)));
+  for (char* p : v) ductile_free(p);
+  for (char* p : v) std::memset(p, 0x41, 16);  // the program's bug
+  if (flush) ductile_mallctl("thread.tcache.flush", nullptr, nullptr, nullptr, 0);
+  for (int i = 0; i < 200; i++) {
+    char* q = static_cast<char*>(hardened_malloc(16));
+    if (core::owner_of(q) == nullptr || (addr(q) & 15) != 0) _exit(1);
+    std::memset(q, 0, 16);
+  }
+  _exit(0);
+}
+
 TEST_F(Hardened, AWriteAfterFreeRedirectsNoAllocation) {
-  EXPECT_EXIT(
-      {
-        std::vector<char*> v;
-        for (int i = 0; i < 100; i++) v.push_back(static_cast<char*>(hardened_malloc(16)));
-        for (char* p : v) ductile_free(p);
-        for (char* p : v) std::memset(p, 0x41, 16);  // the program's bug
-        ductile_mallctl("thread.tcache.flush", nullptr, nullptr, nullptr, 0);
-        for (int i = 0; i < 200; i++) {
-          char* q = static_cast<char*>(hardened_malloc(16));
-          if (core::owner_of(q) == nullptr || (addr(q) & 15) != 0) _exit(1);
-          std::memset(q, 0, 16);
-        }
-        _exit(0);
-      },
-      ::testing::ExitedWithCode(0), "");
+  for (bool flush : {false, true}) {
+    if (kHardened) {
+      EXPECT_DEATH(write_after_free_then_allocate(flush), kChanged);
+    } else {
+      EXPECT_EXIT(write_after_free_then_allocate(flush), ::testing::ExitedWithCode(0), "");
+    }
+  }
 }
 
 // ---- guard pages behind huge blocks --------------------------------------
-// In hardened mode the pages past a huge block's usable end are PROT_NONE
-// (the block's headroom is its guard): a write running off its end faults
-// instead of landing in the headroom or in a neighbour. Also once the block
-// has grown in place (the guard moves with the end) and once it has shrunk
-// (the freed tail becomes guard).
+// In hardened mode the page past a huge block's usable end is PROT_NONE
+// (its guard page): a write running off its end faults instead of landing
+// in the headroom or in a neighbour. Also once the block has grown in place
+// and once it has shrunk (the guard page moves with the end).
 
 // Writes one byte at p[at], through a volatile pointer (the compiler may
 // not drop or move it).
