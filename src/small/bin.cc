@@ -166,28 +166,48 @@ size_t Bin::fill_bitmap(Slab* s, void** out, size_t n) noexcept {
 }
 
 size_t Bin::fill(void** out, size_t n) noexcept {
-  LockGuard g(lock_);
+  // kHardened: the never-used objects' freed marks are written once the
+  // lock is released -- such an object's page is often untouched yet, and
+  // its first write a page fault, which would hold every thread that fills
+  // from this bin. Each slab's never-used objects are one run of out[].
+  struct Run {
+    size_t from, to;
+  };
+  Run fresh[4];
+  size_t runs = 0;
   size_t got = 0;
-  while (got < n) {
-    Slab* s = partial_;
-    if (s == nullptr && (s = empty_) == nullptr) {
-      s = new_slab();
-      if (s == nullptr) break;
-      link(s, kEmpty);
+  {
+    LockGuard g(lock_);
+    while (got < n) {
+      Slab* s = partial_;
+      if (s == nullptr && (s = empty_) == nullptr) {
+        s = new_slab();
+        if (s == nullptr) break;
+        link(s, kEmpty);
+      }
+      unlink(s);
+      // Freed objects first (already touched), then never-used ones.
+      const size_t before = got;
+      got += words_ ? fill_bitmap(s, out + got, n - got) : fill_list(s, out + got, n - got);
+      const size_t bumped = got;
+      while (got < n && s->bump < s->nobjs) {
+        out[got++] = ptr(s->base + static_cast<size_t>(s->bump) * size_);
+        s->bump++;
+      }
+      if (kHardened && got > bumped) {
+        if (runs < sizeof fresh / sizeof fresh[0]) {
+          fresh[runs++] = {bumped, got};
+        } else {
+          for (size_t i = bumped; i < got; i++) mark_freed(out[i]);  // a long fill of many slabs
+        }
+      }
+      s->nfree -= static_cast<uint32_t>(got - before);
+      link(s, s->nfree == 0 ? kFull : kPartial);
     }
-    unlink(s);
-    // Freed objects first (already touched), then never-used ones.
-    const size_t before = got;
-    got += words_ ? fill_bitmap(s, out + got, n - got) : fill_list(s, out + got, n - got);
-    while (got < n && s->bump < s->nobjs) {
-      out[got] = ptr(s->base + static_cast<size_t>(s->bump) * size_);
-      if (kHardened) mark_freed(out[got]);
-      got++;
-      s->bump++;
-    }
-    s->nfree -= static_cast<uint32_t>(got - before);
-    link(s, s->nfree == 0 ? kFull : kPartial);
   }
+  // Ours alone now: taken from the bin, handed to no one yet.
+  for (size_t r = 0; r < runs; r++)
+    for (size_t i = fresh[r].from; i < fresh[r].to; i++) mark_freed(out[i]);
   return got;
 }
 

@@ -38,11 +38,11 @@ namespace ductile::small {
 // whichever copy is handed out second finds the mark cleared by the first;
 // a block written after its free finds it overwritten. Either ends the
 // program before the block is handed out (a program's data equals the mark
-// with probability 2^-64). free() stores the mark without loading it: the
-// load found a block another thread had just written missing from this
-// core's cache (larson: 1.24 times the default build's time, 1.10 with the
-// store alone). Never-used objects get their mark from the bin that hands
-// them to a cache (Bin::fill).
+// with probability 2^-64). free() stores the mark without loading it: a
+// load there missed the cache wherever a block another thread had just
+// written was freed (docs/ARCHITECTURE.md, Hardened mode: Cost). Never-used
+// objects get their mark from the bin that hands them to a cache
+// (Bin::fill).
 extern uintptr_t g_freed_secret;  // set at start-up, odd: never 0
 DUCTILE_ALWAYS_INLINE uintptr_t freed_mark(const void* p) { return addr(p) ^ g_freed_secret; }
 DUCTILE_ALWAYS_INLINE void mark_freed(void* p) { *static_cast<uintptr_t*>(p) = freed_mark(p); }

@@ -181,6 +181,22 @@ TEST_F(BinTest, BitmapsOnlyWhereTheyCostLittle) {
   }
 }
 
+// --enable-hardened: every never-used object a fill hands out carries its
+// freed mark (the cache's pop checks it), also from a fill over many slabs
+// (more runs of never-used objects than Bin::fill notes to mark after its
+// lock).
+TEST_F(BinTest, HardenedFillMarksEveryNeverUsedObject) {
+  if (!kHardened) GTEST_SKIP() << "--enable-hardened only";
+  for (size_t c : {class_of(32), class_of(4096), class_of(kMaxSmall)}) {
+    Bin bin;
+    bin.init(c, &arena_, true);
+    std::vector<void*> v(std::min<size_t>(20 * kClasses.objects_per_slab[c], 3000));
+    ASSERT_EQ(bin.fill(v.data(), v.size()), v.size());
+    for (void* p : v) EXPECT_EQ(*static_cast<uintptr_t*>(p), freed_mark(p)) << class_size(c);
+    bin.flush(v.data(), v.size());
+  }
+}
+
 TEST_F(BinTest, ObjectsNeverHandedOutStayUntouched) {
   Bin bin;
   size_t c = class_of(64);
