@@ -115,7 +115,7 @@ void* medium_from_chunks(size_t cls, size_t align, bool zero, bool tagged = true
   e->usable = size;
   if (tagged) rt().chunks.tag_first_page(e, small::free_tag(cls));
   if (zero && !a.zeroed) std::memset(ptr(e->base), 0, size);
-  else if (kHardened && !a.zeroed) *static_cast<uintptr_t*>(ptr(e->base)) = 0;  // a freed mark left there
+  else if (kHardened && !a.zeroed) small::mark_word(ptr(e->base)) = 0;  // a freed mark left there
   return ptr(e->base);
 }
 
@@ -661,7 +661,7 @@ void check_block(void* p, const Extent* e) noexcept {
   } else if (addr(p) != e->base) {
     fatal_pointer("free(): invalid pointer", p);
   }
-  if (kHardened && e->kind != ExtentKind::kHuge && *static_cast<uintptr_t*>(p) == small::freed_mark(p))
+  if (kHardened && e->kind != ExtentKind::kHuge && small::is_marked(p))
     fatal_pointer("free(): double free detected", p);
 }
 

@@ -105,7 +105,7 @@ HugeLayer::Fresh HugeLayer::take_span(size_t usable, size_t align, bool growing)
   // the rest of free space is; in normal mode one page alone is the guard:
   // PROT_NONE over the resident pages of a recycled span would rewrite
   // their page-table entries, and lifting it at free again (see huge.h).
-  if (chunks_.os().guard(ptr(f.e->base + usable), strict() ? f.committed - usable : kPage)) {
+  if (chunks_.os().guard(ptr(f.e->base + usable), guard_size(f.committed, usable))) {
     f.committed = usable;
     return f;
   }
@@ -232,7 +232,7 @@ bool HugeLayer::commit_to(Extent* e, Span* s, size_t upto) noexcept {
 bool HugeLayer::guard_past(Extent* e, Span* s, size_t usable) noexcept {
   if (!guarded() || s->committed <= usable) return true;
   const size_t old = s->committed;
-  if (!chunks_.os().guard(ptr(e->base + usable), strict() ? old - usable : kPage)) return false;
+  if (!chunks_.os().guard(ptr(e->base + usable), guard_size(old, usable))) return false;
   s->committed = usable;
   // Normal mode: the old guard page is headroom now. Opened, it leaves the
   // span one mapping fewer; refused, it stays (see commit_to).

@@ -196,6 +196,10 @@ class HugeLayer {
   bool guarded() const noexcept { return options_.guard; }
   // The least a span holds past its block: a guard page in hardened mode.
   size_t guard_room() const noexcept { return guarded() ? kPage : 0; }
+  // Hardened mode: the bytes a guard at a block's end `usable` covers, in a
+  // span open up to `committed`: one page, or under strict overcommit all
+  // of the open span past the block.
+  size_t guard_size(size_t committed, size_t usable) const noexcept { return strict() ? committed - usable : kPage; }
   static Span* span_of(const chunk::Extent* e) noexcept { return static_cast<Span*>(e->owner); }
   Span* new_record() noexcept;
   void free_record(Span* s) noexcept;

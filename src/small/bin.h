@@ -45,13 +45,15 @@ namespace ductile::small {
 // (Bin::fill).
 extern uintptr_t g_freed_secret;  // set at start-up, odd: never 0
 DUCTILE_ALWAYS_INLINE uintptr_t freed_mark(const void* p) { return addr(p) ^ g_freed_secret; }
-DUCTILE_ALWAYS_INLINE void mark_freed(void* p) { *static_cast<uintptr_t*>(p) = freed_mark(p); }
+// Where a block's mark lives: its first word.
+DUCTILE_ALWAYS_INLINE uintptr_t& mark_word(void* p) { return *static_cast<uintptr_t*>(p); }
+DUCTILE_ALWAYS_INLINE bool is_marked(void* p) { return mark_word(p) == freed_mark(p); }
+DUCTILE_ALWAYS_INLINE void mark_freed(void* p) { mark_word(p) = freed_mark(p); }
 // The report of take_marked: "double free or write after free detected".
 [[noreturn]] void freed_block_changed(const void* p) noexcept;
 DUCTILE_ALWAYS_INLINE void take_marked(void* p) {
-  uintptr_t* word = static_cast<uintptr_t*>(p);
-  if (DUCTILE_UNLIKELY(*word != freed_mark(p))) freed_block_changed(p);
-  *word = 0;
+  if (DUCTILE_UNLIKELY(!is_marked(p))) freed_block_changed(p);
+  mark_word(p) = 0;
 }
 
 struct Slab {
