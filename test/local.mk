@@ -17,6 +17,7 @@ TESTS += $(ductile_unit_tests)
 
 test_unit_os_test_SOURCES = \
 	test/unit/os_test.cc \
+	test/support/maps.h \
 	test/support/fake_kernel.h \
 	test/support/fake_kernel.cc
 test_unit_os_test_CPPFLAGS = $(ductile_test_cppflags)

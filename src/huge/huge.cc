@@ -89,7 +89,9 @@ HugeLayer::Fresh HugeLayer::take_span(size_t usable, size_t align, bool growing)
   // The guard: the page past the block. (Under strict overcommit only a
   // recycled span that was committed already needs one: the rest was never
   // committed.)
-  if (!strict()) {
+  if (!strict() && !chunks_.os().guard_markers()) {
+    // (A guard marker splits nothing. Until the first guard says which
+    // kind the kernel gives, and from then on where it is mprotect:)
     // The pieces the guard splits the reservation's mapping into merge
     // again when it is lifted only if they share the kernel's record of
     // their anonymous pages (anon_vma), which a mapping gets at its first

@@ -49,8 +49,9 @@
 // doubling with factor 1, and not at all with 7. Under strict overcommit a
 // new block that is not growing takes no headroom (see take_span_strict).
 //
-// Guard (hardened mode, Options::guard): the page past the block is
-// PROT_NONE, so that running off the block's end faults; a span always
+// Guard (hardened mode, Options::guard): the page past the block is a
+// guard (os::Os::guard: a guard marker, or PROT_NONE where the kernel has
+// none), so that running off the block's end faults; a span always
 // holds a page past its block. Span::committed is the block's usable size,
 // the guard page's offset. Growth moves the guard page and opens the block
 // behind it; a shrink guards the new end and opens the old guard page. The

@@ -31,6 +31,19 @@ constexpr int kMadvFree = 8;
 constexpr int kMadvFree = MADV_FREE;
 #endif
 
+// Guard markers (Linux 6.13): page-table entries that fault on any access,
+// installed and removed without touching the mapping.
+#ifndef MADV_GUARD_INSTALL
+constexpr int kMadvGuardInstall = 102;
+#else
+constexpr int kMadvGuardInstall = MADV_GUARD_INSTALL;
+#endif
+#ifndef MADV_GUARD_REMOVE
+constexpr int kMadvGuardRemove = 103;
+#else
+constexpr int kMadvGuardRemove = MADV_GUARD_REMOVE;
+#endif
+
 constexpr int kRw = PROT_READ | PROT_WRITE;
 constexpr int kPrivate = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
 
@@ -207,17 +220,53 @@ bool Os::unmap(void* addr, size_t size) noexcept {
 
 bool Os::commit(void* addr, size_t size) noexcept {
   if (!features_.strict_overcommit) return true;
-  return unguard(addr, size);
+  return protect(addr, size, kRw);
 }
 
-// A guard must be PROT_NONE whatever the mapping budget says: it is the
-// point of hardened mode, which pays its mappings (docs: guard pages).
+// Normal mode: a guard marker where the kernel has them, so that a guard
+// splits no mapping -- mprotect's made every live guarded block cost two
+// mappings, and at vm.max_map_count (65 530) the 32 749th huge block was
+// refused. The first refusal with EINVAL before any marker was taken says
+// the kernel predates them, and mprotect serves every guard from then on;
+// one after that (a locked mapping: mlockall) has that guard alone made by
+// mprotect. A guard must be PROT_NONE whatever the mapping budget says: it
+// is the point of hardened mode (docs: guard pages).
 bool Os::guard(void* addr, size_t size) noexcept {
+  const KeepErrno keep;  // see common.h: errno is the caller's
   if (features_.strict_overcommit) return map_fresh(addr, size);  // PROT_NONE, uncharged
+  if (guard_markers_.load(std::memory_order_relaxed) != kNo) {
+    count(Call::kMadvise);
+    if (kernel_.madvise(addr, size, kMadvGuardInstall) == 0) {
+      guard_markers_.store(kYes, std::memory_order_relaxed);
+      return true;
+    }
+    if (errno != EINVAL) {
+      failed();
+      return false;
+    }
+    uint8_t unknown = kUnknown;
+    guard_markers_.compare_exchange_strong(unknown, kNo, std::memory_order_relaxed);
+  }
+  protected_guards_.store(true, std::memory_order_relaxed);
   return protect(addr, size, PROT_NONE);
 }
 
-bool Os::unguard(void* addr, size_t size) noexcept { return protect(addr, size, kRw); }
+// Removing markers leaves every other page of the range as it is (and a
+// transparent huge page whole); mprotect only where a guard was made by it.
+bool Os::unguard(void* addr, size_t size) noexcept {
+  const KeepErrno keep;  // see common.h: errno is the caller's
+  if (features_.strict_overcommit) return protect(addr, size, kRw);  // a commit
+  bool ok = true;
+  if (guard_markers_.load(std::memory_order_relaxed) == kYes) {
+    count(Call::kMadvise);
+    if (kernel_.madvise(addr, size, kMadvGuardRemove) != 0) {
+      failed();
+      ok = false;
+    }
+  }
+  if (ok && protected_guards_.load(std::memory_order_relaxed)) ok = protect(addr, size, kRw);
+  return ok;
+}
 
 bool Os::protect(void* addr, size_t size, int prot) noexcept {
   const KeepErrno keep;  // see common.h: errno is the caller's

@@ -33,9 +33,9 @@ namespace ductile::os {
 enum class Call : uint8_t {
   kMmap,            // reserve, reserve_at, decommit in strict mode
   kMunmap,
-  kMprotect,        // commit in strict mode, guard and unguard
+  kMprotect,        // commit in strict mode; guard and unguard without guard markers
   kMremap,
-  kMadvise,         // per-range purge, huge-page advice, populate
+  kMadvise,         // per-range purge, huge-page advice, populate, guard markers
   kProcessMadvise,  // batched purge
   kPidfdOpen,
   kCount
@@ -137,11 +137,14 @@ class Os {
   // advice, which a fresh mapping must carry again to merge back.
   [[nodiscard]] Decommit decommit(void* addr, size_t size, bool huge = false) noexcept;
   // Guard pages (hardened mode's huge blocks). guard() makes the range fault
-  // on any access: mprotect(PROT_NONE), pages kept, in normal mode; under
-  // strict overcommit PROT_NONE mapped over it (the pages and the charge go
-  // too), near the mapping limit or not. unguard() makes a guarded range
-  // read/write again: mprotect in either mode (under strict overcommit, a
-  // commit).
+  // on any access. In normal mode: guard markers (MADV_GUARD_INSTALL, Linux
+  // 6.13; the range's pages go, its mapping stays whole), else
+  // mprotect(PROT_NONE), pages kept, which splits the mapping; under strict
+  // overcommit PROT_NONE mapped over it (the pages and the charge go too),
+  // near the mapping limit or not. unguard() makes a guarded range
+  // read/write again, leaving its other pages as they are: the markers
+  // removed (MADV_GUARD_REMOVE), and mprotect where any guard was made by
+  // it; under strict overcommit a commit.
   [[nodiscard]] bool guard(void* addr, size_t size) noexcept;
   [[nodiscard]] bool unguard(void* addr, size_t size) noexcept;
   // Maps fresh reserved space over [addr, addr+size), which the caller owns
@@ -178,6 +181,8 @@ class Os {
   bool populate(void* addr, size_t size) noexcept;
 
   const Features& features() const noexcept { return features_; }
+  // Whether guards are guard markers: one has been taken (normal mode).
+  bool guard_markers() const noexcept { return guard_markers_.load(std::memory_order_relaxed) == kYes; }
   Counters& counters() noexcept { return counters_; }
   const Counters& counters() const noexcept { return counters_; }
 
@@ -208,6 +213,12 @@ class Os {
 
   Kernel& kernel_;
   Features features_;
+  // Whether guard markers work (tried at the first guard, not probed at
+  // start-up: only hardened mode guards), and whether any guard was made
+  // by mprotect, which unguard() must then undo too.
+  enum : uint8_t { kUnknown, kYes, kNo };
+  std::atomic<uint8_t> guard_markers_{kUnknown};
+  std::atomic<bool> protected_guards_{false};
   Counters counters_;
   MapBudget maps_;
 };

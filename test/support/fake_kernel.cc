@@ -308,6 +308,10 @@ int FakeKernel::madvise(void* addr, size_t len, int advice) noexcept {
     errno = madv_free_errno;
     return -1;
   }
+  if (advice == 102 /* MADV_GUARD_INSTALL */ && guard_markers_errno) {
+    errno = guard_markers_errno;
+    return -1;
+  }
   if (advice == 23 /* MADV_POPULATE_WRITE */ && populate_errno) {
     errno = populate_errno;
     return -1;

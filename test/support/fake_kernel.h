@@ -37,6 +37,7 @@ class FakeKernel final : public os::Kernel {
   size_t process_madvise_max_bytes = 0;  // >0: advise at most this many bytes per call (short returns)
   int madv_free_errno = 0;
   int populate_errno = 0;
+  int guard_markers_errno = 0;  // MADV_GUARD_INSTALL: EINVAL before 6.13 (or on a locked mapping)
   const char* overcommit = "0\n";
   const char* thp = "always [madvise] never\n";
   size_t as_limit = SIZE_MAX;  // what address_space_limit() reports (RLIMIT_AS)

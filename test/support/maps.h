@@ -15,19 +15,53 @@
 
 namespace ductile::test {
 
-// Bytes of [lo, hi) mapped writable: the commit charge of a private
-// anonymous range under vm.overcommit_memory=2.
-inline size_t writable_bytes(uintptr_t lo, uintptr_t hi) {
+// Calls f(x, y) for each piece [x, y) of [lo, hi) that is mapped writable.
+template <typename F>
+void for_each_writable(uintptr_t lo, uintptr_t hi, F f) {
   std::ifstream maps("/proc/self/maps");
   std::string line;
-  size_t n = 0;
   while (std::getline(maps, line)) {
     unsigned long a = 0, b = 0;
     char perms[8] = {};
     if (std::sscanf(line.c_str(), "%lx-%lx %7s", &a, &b, perms) != 3 || perms[1] != 'w') continue;
     const uintptr_t x = a > lo ? a : lo, y = b < hi ? b : hi;
-    if (y > x) n += y - x;
+    if (y > x) f(x, y);
   }
+}
+
+// Bytes of [lo, hi) mapped writable: the commit charge of a private
+// anonymous range under vm.overcommit_memory=2.
+inline size_t writable_bytes(uintptr_t lo, uintptr_t hi) {
+  size_t n = 0;
+  for_each_writable(lo, hi, [&](uintptr_t x, uintptr_t y) { n += y - x; });
+  return n;
+}
+
+// Pages of [lo, hi) that hold a guard marker (MADV_GUARD_INSTALL): bit 58
+// of their /proc/self/pagemap entry (Linux 6.14). 0 where pagemap cannot be
+// read, or on kernels that have no markers (none can be there).
+inline size_t guard_marked_pages(uintptr_t lo, uintptr_t hi) {
+  FILE* f = std::fopen("/proc/self/pagemap", "rb");
+  if (f == nullptr) return 0;
+  size_t n = 0;
+  std::vector<uint64_t> v(512);
+  for (uintptr_t a = lo / kPage; a < hi / kPage;) {
+    const size_t want = hi / kPage - a < v.size() ? hi / kPage - a : v.size();
+    if (std::fseek(f, static_cast<long>(a * sizeof(uint64_t)), SEEK_SET) != 0) break;
+    const size_t got = std::fread(v.data(), sizeof(uint64_t), want, f);
+    for (size_t i = 0; i < got; i++) n += (v[i] >> 58) & 1;
+    if (got < want) break;
+    a += got;
+  }
+  std::fclose(f);
+  return n;
+}
+
+// Bytes of [lo, hi) a program can use: mapped writable, and no guard
+// marker there. A guard is either (hardened mode: mprotect, or a marker).
+inline size_t open_bytes(uintptr_t lo, uintptr_t hi) {
+  size_t n = 0;
+  for_each_writable(lo, hi, [&](uintptr_t x, uintptr_t y) { n += y - x - guard_marked_pages(x, y) * kPage; });
   return n;
 }
 

@@ -145,7 +145,7 @@ void sweep(const char* name, F one) {
           EXPECT_TRUE(check(p, 100, 5));
           if (core::g_hardened && size >= kHugePage) {  // still guarded
             const uintptr_t end = addr(p) + ductile_malloc_usable_size(p);
-            EXPECT_EQ(test::writable_bytes(end, end + kPage), 0u) << name << ": no guard after call " << n;
+            EXPECT_EQ(test::open_bytes(end, end + kPage), 0u) << name << ": no guard after call " << n;
           }
         }
         ductile_free(p);

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -379,6 +380,36 @@ TEST_F(Hardened, AHugeSpanIsWholeAgainOnceFreed) {
           ductile_free(q);
           (void)ductile_trim();
         }
+        _exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// Every live huge block has a guard page, and a program holds as many as it
+// likes: guard markers split no mapping. With mprotect each guard cost two
+// mappings, and at the kernel's limit (vm.max_map_count, 65 530 by
+// default) the 32 749th block was refused with ENOMEM.
+TEST_F(Hardened, HugeBlocksPastTheMappingLimitAreGuarded) {
+  void* page = mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(page, MAP_FAILED);
+  const bool markers = madvise(page, kPage, 102 /* MADV_GUARD_INSTALL */) == 0;
+  munmap(page, kPage);
+  if (!markers) GTEST_SKIP() << "this kernel has no guard markers (Linux 6.13): each guard is a mapping";
+  const size_t n = std::min<size_t>(test::max_map_count() / 2 + 1000, 70000);
+  EXPECT_EXIT(
+      {
+        const size_t maps = test::mapping_count();
+        std::vector<void*> v(n);
+        for (size_t i = 0; i < n; i++) {
+          v[i] = hardened_malloc(kHugeBlock);
+          if (v[i] == nullptr) _exit(4);
+          static_cast<char*>(v[i])[0] = 1;
+        }
+        if (test::mapping_count() > maps + 64) _exit(5);
+        // The last one is guarded like the first.
+        const size_t usable = ductile_malloc_usable_size(v[n - 1]);
+        if (test::open_bytes(addr(v[n - 1]) + usable, addr(v[n - 1]) + usable + kPage) != 0) _exit(6);
+        for (void* p : v) ductile_free(p);
         _exit(0);
       },
       ::testing::ExitedWithCode(0), "");

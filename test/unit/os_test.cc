@@ -12,6 +12,7 @@
 
 #include "os/os.h"
 #include "support/fake_kernel.h"
+#include "support/maps.h"
 
 namespace ductile {
 namespace {
@@ -458,6 +459,133 @@ TEST(OsFork, ChildReprobesItsOwnPidfd) {
   os.after_fork_in_child();  // as the child's fork handler would
   EXPECT_TRUE(os.features().batch_purge);
   EXPECT_EQ(k.count(Sys::kPidfdOpen), 2u);
+}
+
+// ---- guards (hardened mode's huge blocks), normal overcommit -------------------
+
+// `pages` pages reserved through the Os and filled with 'x'.
+char* guard_area(Os& os, size_t pages) {
+  char* p = static_cast<char*>(os.reserve(pages * kPage));
+  EXPECT_NE(p, nullptr);
+  if (p != nullptr) std::memset(p, 'x', pages * kPage);
+  return p;
+}
+
+bool pages_hold(const char* p, size_t first, size_t n, char c) {
+  for (size_t i = first * kPage; i < (first + n) * kPage; i++)
+    if (p[i] != c) return false;
+  return true;
+}
+
+// Where the kernel has guard markers (Linux 6.13) a guard is one madvise and
+// splits no mapping -- with mprotect each guarded block cost two, and the
+// mapping limit capped how many a program could hold -- and lifting it over
+// a wider range leaves the other pages as they were.
+TEST(OsGuard, AGuardIsAMarkerThatSplitsNoMapping) {
+  FakeKernel k;
+  Os os(k);
+  char* p = guard_area(os, 8);
+  ASSERT_NE(p, nullptr);
+  const size_t maps = test::mapping_count();
+  k.reset_calls();
+  ASSERT_TRUE(os.guard(p + 3 * kPage, kPage));
+  if (!os.guard_markers()) {
+    // A kernel before 6.13: mprotect, as the fallback tests below check.
+    EXPECT_EQ(k.count(Sys::kMprotect), 1u);
+    EXPECT_TRUE(os.unguard(p + 3 * kPage, kPage));
+    EXPECT_TRUE(os.unmap(p, 8 * kPage));
+    GTEST_SKIP() << "this kernel has no guard markers (Linux 6.13)";
+  }
+  EXPECT_EQ(k.count(Sys::kMadvise), 1u);
+  EXPECT_EQ(k.count(Sys::kMprotect), 0u);
+  EXPECT_EQ(test::mapping_count(), maps);
+  EXPECT_EQ(test::guard_marked_pages(addr(p), addr(p) + 8 * kPage), 1u);
+  EXPECT_EQ(test::open_bytes(addr(p), addr(p) + 8 * kPage), 7 * kPage);
+  EXPECT_DEATH(*static_cast<volatile char*>(p + 3 * kPage) = 1, "");
+  EXPECT_TRUE(pages_hold(p, 0, 3, 'x'));
+  EXPECT_TRUE(pages_hold(p, 4, 4, 'x'));
+  k.reset_calls();
+  ASSERT_TRUE(os.unguard(p + 2 * kPage, 4 * kPage));
+  EXPECT_EQ(k.count(Sys::kMadvise), 1u);
+  EXPECT_EQ(k.count(Sys::kMprotect), 0u);
+  EXPECT_EQ(test::open_bytes(addr(p), addr(p) + 8 * kPage), 8 * kPage);
+  EXPECT_TRUE(pages_hold(p, 0, 3, 'x'));
+  EXPECT_TRUE(pages_hold(p, 3, 1, 0));  // the marker dropped the page
+  EXPECT_TRUE(pages_hold(p, 4, 4, 'x'));
+  p[3 * kPage] = 1;
+  EXPECT_TRUE(os.unmap(p, 8 * kPage));
+}
+
+// A kernel that refuses markers from the first guard on (before 6.13):
+// mprotect makes every guard, tried once, and lifts them.
+TEST(OsGuard, WithoutMarkersMprotectMakesEveryGuard) {
+  FakeKernel k;
+  k.guard_markers_errno = EINVAL;
+  Os os(k);
+  char* p = guard_area(os, 8);
+  ASSERT_NE(p, nullptr);
+  k.reset_calls();
+  errno = 0;
+  ASSERT_TRUE(os.guard(p + 1 * kPage, kPage));
+  ASSERT_TRUE(os.guard(p + 5 * kPage, kPage));
+  EXPECT_EQ(errno, 0);
+  EXPECT_FALSE(os.guard_markers());
+  EXPECT_EQ(k.count(Sys::kMadvise), 1u);  // the one refusal
+  EXPECT_EQ(k.count(Sys::kMprotect), 2u);
+  EXPECT_EQ(test::open_bytes(addr(p), addr(p) + 8 * kPage), 6 * kPage);
+  k.reset_calls();
+  ASSERT_TRUE(os.unguard(p, 8 * kPage));
+  EXPECT_EQ(k.count(Sys::kMadvise), 0u);
+  EXPECT_EQ(k.count(Sys::kMprotect), 1u);
+  EXPECT_EQ(test::open_bytes(addr(p), addr(p) + 8 * kPage), 8 * kPage);
+  EXPECT_TRUE(pages_hold(p, 0, 8, 'x'));  // mprotect keeps the pages
+  EXPECT_TRUE(os.unmap(p, 8 * kPage));
+}
+
+// Markers taken, then one refused (a locked mapping, mlockall): that guard
+// is made by mprotect, and unguard lifts both kinds.
+TEST(OsGuard, ARefusedMarkerAfterOthersIsMadeByMprotect) {
+  FakeKernel k;
+  Os os(k);
+  char* p = guard_area(os, 8);
+  ASSERT_NE(p, nullptr);
+  ASSERT_TRUE(os.guard(p + 1 * kPage, kPage));
+  if (!os.guard_markers()) {
+    EXPECT_TRUE(os.unguard(p + 1 * kPage, kPage));
+    EXPECT_TRUE(os.unmap(p, 8 * kPage));
+    GTEST_SKIP() << "this kernel has no guard markers (Linux 6.13)";
+  }
+  k.guard_markers_errno = EINVAL;
+  k.reset_calls();
+  ASSERT_TRUE(os.guard(p + 5 * kPage, kPage));
+  EXPECT_EQ(k.count(Sys::kMprotect), 1u);
+  EXPECT_EQ(test::open_bytes(addr(p), addr(p) + 8 * kPage), 6 * kPage);
+  k.guard_markers_errno = 0;
+  ASSERT_TRUE(os.guard(p + 6 * kPage, kPage));  // markers again
+  EXPECT_TRUE(os.guard_markers());
+  k.reset_calls();
+  ASSERT_TRUE(os.unguard(p, 8 * kPage));
+  EXPECT_EQ(k.count(Sys::kMadvise), 1u);
+  EXPECT_EQ(k.count(Sys::kMprotect), 1u);
+  EXPECT_EQ(test::open_bytes(addr(p), addr(p) + 8 * kPage), 8 * kPage);
+  EXPECT_TRUE(os.unmap(p, 8 * kPage));
+}
+
+// Any other refusal (ENOMEM: no page tables) fails the guard; nothing falls
+// back, nothing is left half done, errno is the caller's.
+TEST(OsGuard, ARefusedGuardFailsWithNothingChanged) {
+  FakeKernel k;
+  Os os(k);
+  char* p = guard_area(os, 4);
+  ASSERT_NE(p, nullptr);
+  k.fail(Sys::kMadvise, ENOMEM);
+  k.fail(Sys::kMprotect, ENOMEM);
+  errno = 0;
+  EXPECT_FALSE(os.guard(p + kPage, kPage));
+  EXPECT_EQ(errno, 0);
+  EXPECT_EQ(test::open_bytes(addr(p), addr(p) + 4 * kPage), 4 * kPage);
+  EXPECT_TRUE(pages_hold(p, 0, 4, 'x'));
+  EXPECT_TRUE(os.unmap(p, 4 * kPage));
 }
 
 }  // namespace
