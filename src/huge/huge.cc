@@ -199,6 +199,7 @@ HugeLayer::Fresh HugeLayer::take_span_strict(size_t usable, size_t align, size_t
 
 void HugeLayer::adopt(Extent* e, Span* s, const Fresh& f, size_t usable) noexcept {
   s->committed = f.committed;
+  s->strays = false;
   // The first `usable` bytes are the caller's (new, or carried over by a move).
   s->zero_from = f.zero_from > usable ? f.zero_from : usable;
   e->kind = ExtentKind::kHuge;
@@ -212,13 +213,12 @@ bool HugeLayer::commit_to(Extent* e, Span* s, size_t upto) noexcept {
   if (upto <= s->committed || (!strict() && !guarded())) return true;
   if (!strict()) {
     // Hardened mode: the guard page moves to the new end first, and the
-    // block opens after (over the old guard page and whatever lies between),
-    // so that a refusal leaves block and guard whole. A guard page left
-    // behind where the second call was refused lies in the headroom, and is
-    // opened with the rest by the next growth or the span's return.
+    // block opens after (its old guard page lifted), so that a refusal
+    // leaves block and guard whole. A guard page left behind where both
+    // lifts were refused lies in the headroom (Span::strays).
     if (!chunks_.os().guard(ptr(e->base + upto), kPage)) return false;
-    if (!chunks_.os().unguard(ptr(e->base + s->committed), upto - s->committed)) {
-      (void)chunks_.os().unguard(ptr(e->base + upto), kPage);
+    if (!lift_guards(e, s->committed, s->strays, s->committed, upto)) {
+      if (!chunks_.os().unguard(ptr(e->base + upto), kPage)) s->strays = true;
       return false;
     }
     s->committed = upto;
@@ -236,9 +236,9 @@ bool HugeLayer::guard_past(Extent* e, Span* s, size_t usable) noexcept {
   const size_t old = s->committed;
   if (!chunks_.os().guard(ptr(e->base + usable), guard_size(old, usable))) return false;
   s->committed = usable;
-  // Normal mode: the old guard page is headroom now. Opened, it leaves the
-  // span one mapping fewer; refused, it stays (see commit_to).
-  if (!strict()) (void)chunks_.os().unguard(ptr(e->base + usable + kPage), old - usable);
+  // Normal mode: the old guard page is headroom now; refused, it stays
+  // (Span::strays).
+  if (!strict() && !lift_guards(e, old, s->strays, usable + kPage, old + kPage)) s->strays = true;
   return true;
 }
 
@@ -255,13 +255,23 @@ bool HugeLayer::guard_added(Extent* e, Span* s, uintptr_t old_end) noexcept {
   return false;
 }
 
-void HugeLayer::give_back(Extent* e, size_t committed, size_t zero_from) noexcept {
+bool HugeLayer::lift_guards(Extent* e, size_t committed, bool strays, size_t from, size_t to) noexcept {
+  if (to > e->size) to = e->size;
+  if (!strays) {
+    if (committed + kPage <= from || committed >= to) return true;  // no guard in the range
+    from = committed;
+    to = committed + kPage;
+  }
+  return from >= to || chunks_.os().unguard(ptr(e->base + from), to - from);
+}
+
+void HugeLayer::give_back(Extent* e, size_t committed, size_t zero_from, bool strays) noexcept {
   if (guarded() && !strict() && committed < e->size) {
     // The chunk layer's free space is read/write in normal mode: lift the
     // guard, or map the range afresh where the kernel refuses that.
     void* a = ptr(e->base + committed);
     const size_t n = e->size - committed;
-    if (!chunks_.os().unguard(a, n)) {
+    if (!lift_guards(e, committed, strays, committed, e->size)) {
       if (!chunks_.os().map_fresh(a, n)) return;  // kept: its address space is lost, nothing else
       if (advised(e->space)) (void)chunks_.os().advise_huge(a, n);
     }
@@ -309,7 +319,7 @@ void HugeLayer::trim_span(Extent* e, Span* s, size_t keep) noexcept {
   if (guarded() && !strict()) {
     // The tail goes back read/write (see give_back); refused, the span keeps it.
     const size_t from = s->committed > keep ? s->committed : keep;
-    if (from < e->size && !chunks_.os().unguard(ptr(e->base + from), e->size - from)) return;
+    if (!lift_guards(e, s->committed, s->strays, from, e->size)) return;
   }
   if (strict() && s->committed < e->size) {
     // The chunk layer gives the tail e's `committed` flag: cut the
@@ -380,7 +390,7 @@ void HugeLayer::free(Extent* e) noexcept {
   // The span past `committed` (strict overcommit) or past what was ever
   // written (zero_from) goes back clean: no memset for a zeroed request
   // there, no purge of pages that were never there.
-  give_back(e, s->committed, s->zero_from);
+  give_back(e, s->committed, s->zero_from, s->strays);
   free_record(s);
 }
 
@@ -495,6 +505,7 @@ void* HugeLayer::move(Extent* e, Span* s, size_t usable, size_t align, bool zero
   // The old block is gone (moved) or to be freed; s describes the new one.
   const size_t old_committed = s->committed;
   const size_t old_zero_from = s->zero_from;
+  const bool old_strays = s->strays;
   stats_.active_bytes.fetch_sub(e->usable, std::memory_order_relaxed);
   stats_.span_bytes.fetch_sub(e->size, std::memory_order_relaxed);
   adopt(t, s, f, carry);
@@ -507,7 +518,7 @@ void* HugeLayer::move(Extent* e, Span* s, size_t usable, size_t align, bool zero
     chunks_.mark_remapped(t);
     chunks_.refill(e);
   } else {
-    give_back(e, old_committed, old_zero_from);
+    give_back(e, old_committed, old_zero_from, old_strays);
   }
   set_usable(t, s, usable, zero);
   stats_.growth[static_cast<size_t>(path)].fetch_add(1, std::memory_order_relaxed);

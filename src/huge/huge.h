@@ -177,6 +177,10 @@ class HugeLayer {
     // [base+zero_from, end) is known to read as zeroes: never touched since
     // it came clean. Saves the memset of a zeroing growth.
     size_t zero_from = 0;
+    // Hardened mode, normal overcommit: a guard page may lie past the one
+    // at `committed` (a refused lift left it there), so lifts cover the
+    // whole range in question rather than the guard page alone.
+    bool strays = false;
     Span* next = nullptr;  // free list
   };
   struct Fresh {
@@ -226,8 +230,15 @@ class HugeLayer {
   // span past `old_end`; refused, gives it back to the chunk layer.
   bool guard_added(chunk::Extent* e, Span* s, uintptr_t old_end) noexcept;
   // Frees the span to the chunk layer (lifting its guard first in normal
-  // overcommit mode, whose free space is read/write).
-  void give_back(chunk::Extent* e, size_t committed, size_t zero_from) noexcept;
+  // overcommit mode, whose free space is read/write). `strays`: Span::strays.
+  void give_back(chunk::Extent* e, size_t committed, size_t zero_from, bool strays) noexcept;
+  // Hardened mode, normal overcommit: lifts the guards in [from, to) of a
+  // span whose guard page is at `committed` -- that page, where it lies in
+  // the range, or with `strays` the whole range. Lifting a guard marker
+  // walks the page tables of the range it is given (every entry of a
+  // resident one: 7 us of a free's 11 for the whole headroom of an 8 MiB
+  // block), so it is given one page where one page is guarded.
+  bool lift_guards(chunk::Extent* e, size_t committed, bool strays, size_t from, size_t to) noexcept;
   // Growth paths 1-3. False, with the block unchanged, when none could serve.
   bool grow_in_place(chunk::Extent* e, Span* s, size_t usable, bool zero) noexcept;
   // Paths 2-3: extends the span past its end to hold `usable` bytes.
