@@ -1262,20 +1262,20 @@ class HugeGuardTest : public HugeTest, public ::testing::WithParamInterface<Guar
   // The block writable, the page past it not; in normal mode the headroom
   // past that page writable (its protection never changed), under strict
   // overcommit none of it.
-  void expect_guarded(const Extent* e) {
-    ASSERT_NE(e, nullptr);
-    const uintptr_t end = e->base + e->usable;
-    ASSERT_GE(e->end(), end + kPage) << "no guard page in the span";
-    EXPECT_EQ(test::open_bytes(e->base, end), e->usable);
-    EXPECT_EQ(test::open_bytes(end, end + kPage), 0u);
-    EXPECT_EQ(test::open_bytes(end + kPage, e->end()), strict() ? 0 : e->end() - end - kPage);
-  }
-  // The block writable and the page past it not (what expect_guarded
-  // checks, less the headroom past that page).
+  // The block writable and the page past it not.
   void expect_guarded_end(const Extent* e) {
     const uintptr_t end = e->base + e->usable;
     EXPECT_EQ(test::open_bytes(e->base, end), e->usable);
     EXPECT_EQ(test::open_bytes(end, end + kPage), 0u);
+  }
+  // That, and the headroom past the guard page open (normal mode) or not
+  // (strict overcommit: uncommitted).
+  void expect_guarded(const Extent* e) {
+    ASSERT_NE(e, nullptr);
+    const uintptr_t end = e->base + e->usable;
+    ASSERT_GE(e->end(), end + kPage) << "no guard page in the span";
+    expect_guarded_end(e);
+    EXPECT_EQ(test::open_bytes(end + kPage, e->end()), strict() ? 0 : e->end() - end - kPage);
   }
   // A span that went back: all of it usable again for whoever takes it next.
   // (Under strict overcommit free space is PROT_NONE anyway, until committed.)
