@@ -1259,17 +1259,15 @@ class HugeGuardTest : public HugeTest, public ::testing::WithParamInterface<Guar
   // Normal mode: the kind of call that makes and lifts a guard (known once
   // a first guard was made).
   os::Call guard_call() const { return os_->guard_markers() ? os::Call::kMadvise : os::Call::kMprotect; }
-  // The block writable, the page past it not; in normal mode the headroom
-  // past that page writable (its protection never changed), under strict
-  // overcommit none of it.
   // The block writable and the page past it not.
   void expect_guarded_end(const Extent* e) {
     const uintptr_t end = e->base + e->usable;
     EXPECT_EQ(test::open_bytes(e->base, end), e->usable);
     EXPECT_EQ(test::open_bytes(end, end + kPage), 0u);
   }
-  // That, and the headroom past the guard page open (normal mode) or not
-  // (strict overcommit: uncommitted).
+  // That, and the headroom past the guard page: writable in normal mode
+  // (its protection never changed), none of it under strict overcommit
+  // (uncommitted).
   void expect_guarded(const Extent* e) {
     ASSERT_NE(e, nullptr);
     const uintptr_t end = e->base + e->usable;
