@@ -253,6 +253,15 @@ test_integration_first_call_prog_SOURCES = test/integration/first_call_prog.c te
 test_integration_first_call_prog_LDADD = libductile.la
 TESTS += test/integration/first_call_prog
 
+# A process with 40 pthread keys before its first allocation: libc's
+# pthread_setspecific callocs while a thread's cache is being made.
+check_PROGRAMS += test/integration/many_keys_prog
+test_integration_many_keys_prog_SOURCES = test/integration/many_keys_prog.c test/integration/prog_check.h
+test_integration_many_keys_prog_CFLAGS = -pthread
+test_integration_many_keys_prog_LDFLAGS = -pthread
+test_integration_many_keys_prog_LDADD = libductile.la
+TESTS += test/integration/many_keys_prog
+
 # Bad frees, fork while other threads are inside the allocator, many
 # threads on few cores (the allocator's objects linked in, as core_test).
 check_PROGRAMS += test/unit/hardening_test

@@ -76,7 +76,11 @@ size_t bootstrap_size(const void* p) {
 }
 
 // ---- thread state ------------------------------------------------------
-enum ThreadState : uint8_t { kNoCache, kHasCache, kExiting };
+// kMakingCache: create_cache is under way on this thread. What it calls may
+// allocate and free (the C library's pthread_setspecific callocs a
+// second-level table for a key past the first 32): those calls go uncached
+// instead of making a cache again.
+enum ThreadState : uint8_t { kNoCache, kMakingCache, kHasCache, kExiting };
 __thread uint8_t t_state __attribute__((tls_model("initial-exec"))) = kNoCache;
 __thread bool t_initialising __attribute__((tls_model("initial-exec"))) = false;
 // This thread has made a free without a cache (see cache_for_free).
@@ -123,7 +127,8 @@ void* medium_from_chunks(size_t cls, size_t align, bool zero, bool tagged = true
 ThreadCache* create_cache() {
   // hardened:true without --enable-hardened: no caches, so that every call
   // reaches the checks without a test on the inline paths.
-  if (t_state == kExiting || !rt().opts.tcache || (g_hardened && !kHardened)) return nullptr;
+  if (t_state != kNoCache || !rt().opts.tcache || (g_hardened && !kHardened)) return nullptr;
+  t_state = kMakingCache;
   ThreadCache* tc;
   {
     LockGuard g(g_caches_lock);
@@ -132,7 +137,10 @@ ThreadCache* create_cache() {
   }
   if (tc == nullptr) {
     void* mem = rt().chunks.meta().alloc(sizeof(ThreadCache), kPage);
-    if (mem == nullptr) return nullptr;
+    if (mem == nullptr) {
+      t_state = kNoCache;
+      return nullptr;
+    }
     tc = new (mem) ThreadCache();
   }
   tc->init();
@@ -148,8 +156,15 @@ ThreadCache* create_cache() {
     g_live_caches = tc;
   }
   if (kProf) tc->prof_at = prof::initial_at();
-  // Registers the destructor that gives the cache back at thread exit.
-  pthread_setspecific(g_cache_key, tc);
+  // Registers the destructor that gives the cache back at thread exit. It
+  // may allocate (see kMakingCache), so the cache is not this thread's yet.
+  if (pthread_setspecific(g_cache_key, tc) != 0) {
+    // No destructor would give it back: this thread goes uncached.
+    LockGuard g(g_caches_lock);
+    unlink_cache(tc);
+    t_state = kNoCache;
+    return nullptr;
+  }
   t_cache = tc;
   t_state = kHasCache;
   return tc;
