@@ -262,6 +262,14 @@ test_integration_many_keys_prog_LDFLAGS = -pthread
 test_integration_many_keys_prog_LDADD = libductile.la
 TESTS += test/integration/many_keys_prog
 
+# A medium or huge block freed twice, in a process with nothing allocated before.
+check_PROGRAMS += test/integration/double_free_prog
+test_integration_double_free_prog_SOURCES = test/integration/double_free_prog.c test/integration/prog_check.h
+test_integration_double_free_prog_CFLAGS = -pthread
+test_integration_double_free_prog_LDFLAGS = -pthread
+test_integration_double_free_prog_LDADD = libductile.la
+TESTS += test/integration/double_free_prog
+
 # Bad frees, fork while other threads are inside the allocator, many
 # threads on few cores (the allocator's objects linked in, as core_test).
 check_PROGRAMS += test/unit/hardening_test

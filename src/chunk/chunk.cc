@@ -682,6 +682,13 @@ void ChunkLayer::note_retained(size_t bytes) noexcept {
   ring_if_due(0);  // no lock: callers hold theirs (free() adds the dirty bytes)
 }
 
+bool ChunkLayer::would_ring(size_t bytes) noexcept {
+  const size_t at = armed_at_.load(std::memory_order_relaxed);
+  if (at == 0) return false;
+  LockGuard g(lock_);
+  return dirty_bytes() + noted_.load(std::memory_order_relaxed) + bytes >= at;
+}
+
 void ChunkLayer::ring_if_due(size_t dirty) noexcept {
   const size_t at = armed_at_.load(std::memory_order_relaxed);
   if (at == 0 || dirty + noted_.load(std::memory_order_relaxed) < at) return;

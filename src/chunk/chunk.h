@@ -206,6 +206,9 @@ class ChunkLayer {
   // so an armed-and-fired layer costs its callers one relaxed load.
   void arm(size_t bytes) noexcept;
   void note_retained(size_t bytes) noexcept;
+  // Whether freeing `bytes` more would ring the doorbell now (armed, and
+  // the dirty and noted bytes would reach the mark). Takes the lock when armed.
+  bool would_ring(size_t bytes) noexcept;
   bool take_signal() noexcept {
     return signal_.load(std::memory_order_relaxed) && signal_.exchange(false, std::memory_order_acquire);
   }

@@ -67,6 +67,9 @@ struct Extent {
   // and the bytes the block may use (a medium block's class size; a huge
   // block's size, the rest of the span being headroom).
   ExtentKind kind = ExtentKind::kNone;
+  // A medium block freed into a thread cache, not handed out since: its
+  // free found it set already (a double free), the hand-out clears it.
+  bool cached = false;
   uint16_t size_class = 0;
   void* owner = nullptr;
   size_t usable = 0;

@@ -37,6 +37,7 @@ void BackgroundThread::init(bool enabled, uint64_t decay_ns, Step step, Arm arm)
   step_ = step;
   arm_ = arm;
   init_cond();
+  unstarted_.store(enabled_, std::memory_order_relaxed);
   if (enabled_) arm_();
 }
 
@@ -51,6 +52,7 @@ void BackgroundThread::wake() noexcept {
       return;
     }
     state_ = kRunning;  // claimed: a second caller sees kRunning and only signals
+    unstarted_.store(false, std::memory_order_relaxed);
   }
   pthread_t t;
   const int rc = start_helper_thread(&t, &BackgroundThread::main_thunk, this, kStack);
@@ -113,6 +115,7 @@ void BackgroundThread::stop() noexcept {
       t = thread_;
     }
     if (state_ != kFailed) state_ = kStopped;
+    unstarted_.store(false, std::memory_order_relaxed);
     pthread_cond_broadcast(&wake_);
   }
   if (join) pthread_join(t, nullptr);
@@ -134,6 +137,7 @@ void BackgroundThread::postfork_child() noexcept {
   thread_ = pthread_t{};
   rung_ = false;
   if (state_ == kRunning) state_ = kIdle;
+  unstarted_.store(enabled_ && state_ == kIdle, std::memory_order_relaxed);
   if (enabled_ && state_ == kIdle) arm_();
 }
 

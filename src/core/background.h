@@ -15,6 +15,7 @@
 
 #include <pthread.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -47,6 +48,8 @@ class BackgroundThread {
   // The decay time changed (mallctl).
   void set_decay(uint64_t decay_ns) noexcept;
   bool enabled() const noexcept { return enabled_; }
+  // Enabled, and no thread made yet (none tried): the next wake() makes it.
+  bool unstarted() const noexcept { return unstarted_.load(std::memory_order_relaxed); }
 
   // The doorbell rang: start the thread, or wake it. Call with no lock of
   // the allocator held.
@@ -75,6 +78,7 @@ class BackgroundThread {
   pthread_t thread_{};
   State state_ = kIdle;
   bool rung_ = false;  // a wake() the thread has not seen yet
+  std::atomic<bool> unstarted_{false};  // enabled_ while state_ is kIdle
   BackgroundStats stats_;
 };
 

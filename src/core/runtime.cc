@@ -104,6 +104,18 @@ DUCTILE_ALWAYS_INLINE void wake_background_if_rung() {
   if (DUCTILE_UNLIKELY(rt().chunks.take_signal())) rt().background.wake();
 }
 
+// The background thread is made by the call that first rings the doorbell,
+// and making a thread allocates (pthread_create callocs the new thread's TLS
+// vector). Made by a free, after the block went back, those allocations
+// could take the block's own memory (a huge block's span became a slab
+// region), and a second free of the block was then taken for the free of a
+// slab object. So a free that hands `bytes` of a block straight to the chunk
+// or huge layer makes the thread first, where they would ring the doorbell.
+// Costs one relaxed load once the thread exists.
+void make_background_before(size_t bytes) {
+  if (DUCTILE_UNLIKELY(rt().background.unstarted()) && rt().chunks.would_ring(bytes)) rt().background.wake();
+}
+
 // ---- medium blocks -----------------------------------------------------
 // A page run of its own for a block of class cls. `tagged` false leaves its
 // first page without the page-map tag, so that its free takes the slow path
@@ -115,6 +127,7 @@ void* medium_from_chunks(size_t cls, size_t align, bool zero, bool tagged = true
   if (a.extent == nullptr) return nullptr;
   Extent* e = a.extent;
   e->kind = ExtentKind::kMedium;
+  e->cached = false;
   e->size_class = static_cast<uint16_t>(cls);
   e->usable = size;
   if (tagged) rt().chunks.tag_first_page(e, small::free_tag(cls));
@@ -181,6 +194,7 @@ void flush_objects(size_t cls, void** items, size_t n, bool release) {
     small::Bin::flush_to_owners(rt().chunks, items, n);
     return;
   }
+  make_background_before(n * small::class_size(cls));
   Extent* batch[os::kPurgeBatch];
   size_t k = 0;
   for (size_t i = 0; i < n; i++) {
@@ -194,6 +208,7 @@ void flush_objects(size_t cls, void** items, size_t n, bool release) {
         fatal_pointer("free(): double free detected", items[i]);
       small::take_marked(items[i]);
     }
+    e->cached = false;
     if (!release) {
       rt().chunks.free(e);
       continue;
@@ -325,6 +340,7 @@ void* alloc_class(size_t cls, bool zero, bool cached) {
       if (kStats || kProf) tc->allocated += small::class_size(cls);
       void* p = b.items[--b.count];
       if (kHardened) small::take_marked(p);
+      if (!small::is_small_class(cls)) rt().chunks.lookup(p)->cached = false;
       if (zero) std::memset(p, 0, small::class_size(cls));
       return p;
     }
@@ -430,6 +446,7 @@ void dealloc_sampled(void* p, Extent* e) {
   prof::release(sample_of(e));
   e->sample = nullptr;
   count_bytes(0, e->usable);
+  make_background_before(e->size);
   if (e->kind == ExtentKind::kHuge) rt().huge.free(e);
   else rt().chunks.free(e);
 }
@@ -455,15 +472,24 @@ ThreadCache* cache_for_free() {
 // `cached` false (MALLOCX_TCACHE_NONE): straight back in any case.
 void cache_push(void* p, Extent* e, bool cached) {
   size_t cls = e->size_class;
+  // A medium block in a thread cache (this one's or another thread's) is
+  // free already: found here in every mode, before it could be handed out
+  // twice (its extent is at hand).
+  if (!small::is_small_class(cls) && e->cached) fatal_pointer("free(): double free detected", p);
   // Into a cache or straight into a bin, it is freed (small::take_marked).
   if (kHardened) small::mark_freed(p);
   ThreadCache* tc = cached ? cache_for_free() : nullptr;
   if (tc == nullptr) {
     count_bytes(0, small::class_size(cls));
-    if (small::is_small_class(cls)) small::Bin::flush_to_owners(rt().chunks, &p, 1);
-    else rt().chunks.free(e);
+    if (small::is_small_class(cls)) {
+      small::Bin::flush_to_owners(rt().chunks, &p, 1);
+    } else {
+      make_background_before(e->size);
+      rt().chunks.free(e);
+    }
     return;
   }
+  if (!small::is_small_class(cls)) e->cached = true;
   small::CacheBin& b = tc->bins[cls];
   if (b.count >= b.limit) {
     flush_half(tc, cls);
@@ -487,6 +513,7 @@ void dealloc_extent(void* p, Extent* e, bool cached = true) {
       if (DUCTILE_UNLIKELY(addr(p) != e->base)) return;
       if (kStats)
         if (ThreadCache* tc = own_cache()) tc->deallocated += e->usable;
+      make_background_before(e->size);
       rt().huge.free(e);
       return;
     case ExtentKind::kNone:

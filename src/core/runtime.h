@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "chunk/chunk.h"
 #include "core/background.h"
@@ -185,25 +186,44 @@ Mutex& options_lock() noexcept;
 // extent's kind -- so only later requests are served differently.
 bool set_huge_threshold(size_t bytes) noexcept;
 
+// A medium block's extent, found through the page map's entry for its
+// first page (`entry`, tagged: the block is ours and starts there).
+DUCTILE_ALWAYS_INLINE chunk::Extent* medium_extent(uintptr_t entry) noexcept {
+  return chunk::PageMap::entry_extent(entry);
+}
+
+// A block of class cls from the thread cache's bin b (not empty). A medium
+// block leaves the cache: its extent's `cached` mark goes.
+template <bool medium>
+DUCTILE_ALWAYS_INLINE void* cache_pop(small::ThreadCache* tc, small::CacheBin& b, size_t cls, size_t size) noexcept {
+  if (kStats || kProf) {
+    const uint64_t now = tc->allocated + small::class_size(cls);
+    // The sampling clock (core/prof.h): never taken without prof:true.
+    if (kProf && DUCTILE_UNLIKELY(now >= tc->prof_at)) return alloc_slow(size);
+    tc->allocated = now;
+  }
+  void* p = b.items[--b.count];
+  if (kHardened) small::take_marked(p);
+  if (medium) medium_extent(rt().chunks.lookup_entry(p))->cached = false;
+  return p;
+}
+
 // Every size below the huge threshold has a cache bin, and the threshold is
-// above small::kMaxTableSize, so table-classed sizes skip the threshold test.
+// above small::kMaxSmall, so small sizes skip the threshold test.
 DUCTILE_ALWAYS_INLINE void* alloc(size_t size) noexcept {
   small::ThreadCache* tc = t_cache;
-  size_t cls;
-  if (DUCTILE_LIKELY(size <= small::kMaxTableSize)) cls = small::class_of_table(size);
-  else if (size < __atomic_load_n(&g_huge_threshold, __ATOMIC_RELAXED)) cls = small::class_of(size);
-  else return alloc_slow(size);
-  small::CacheBin& b = tc->bins[cls];
-  if (DUCTILE_LIKELY(b.count != 0)) {
-    if (kStats || kProf) {
-      const uint64_t now = tc->allocated + small::class_size(cls);
-      // The sampling clock (core/prof.h): never taken without prof:true.
-      if (kProf && DUCTILE_UNLIKELY(now >= tc->prof_at)) return alloc_slow(size);
-      tc->allocated = now;
-    }
-    void* p = b.items[--b.count];
-    if (kHardened) small::take_marked(p);
-    return p;
+  if (DUCTILE_LIKELY(size <= small::kMaxTableSize)) {
+    const size_t cls = small::class_of_table(size);
+    small::CacheBin& b = tc->bins[cls];
+    if (DUCTILE_LIKELY(b.count != 0)) return cache_pop<false>(tc, b, cls, size);
+  } else if (size <= small::kMaxSmall) {
+    const size_t cls = small::class_of(size);
+    small::CacheBin& b = tc->bins[cls];
+    if (DUCTILE_LIKELY(b.count != 0)) return cache_pop<false>(tc, b, cls, size);
+  } else if (size < __atomic_load_n(&g_huge_threshold, __ATOMIC_RELAXED)) {
+    const size_t cls = small::class_of(size);
+    small::CacheBin& b = tc->bins[cls];
+    if (DUCTILE_LIKELY(b.count != 0)) return cache_pop<true>(tc, b, cls, size);
   }
   return alloc_slow(size);
 }
@@ -230,6 +250,14 @@ DUCTILE_ALWAYS_INLINE bool hardened_block_start(const void* p, uintptr_t entry, 
 // `sized` (hardened builds): the caller was told the block's size, at most
 // small::kMaxTableSize, and no alignment; the block's class must be that
 // size's.
+// Pushes p, of class cls, onto the thread cache's bin b, which has room.
+DUCTILE_ALWAYS_INLINE void cache_push_inline(small::ThreadCache* tc, small::CacheBin& b, void* p, size_t cls) noexcept {
+  if (kHardened) small::mark_freed(p);
+  if (kStats) tc->deallocated += small::class_size(cls);
+  b.items[b.count++] = p;
+  if (DUCTILE_UNLIKELY(--tc->decay_countdown == 0)) decay_event(tc);
+}
+
 template <bool sized = false>
 DUCTILE_ALWAYS_INLINE void dealloc_as(void* p, size_t size = 0) noexcept {
   small::ThreadCache* tc = t_cache;
@@ -239,19 +267,25 @@ DUCTILE_ALWAYS_INLINE void dealloc_as(void* p, size_t size = 0) noexcept {
   // A small object only at an 8-byte boundary (the slow path reports the
   // others), a medium block only by its start: page aligned on its (tagged)
   // first page.
-  if (DUCTILE_LIKELY(kHardened ? hardened_block_start(p, entry, cls) && (!sized || small::class_of_table(size) == cls)
-                     : cls < small::kNumSmall ? (addr(p) & 7) == 0
-                                              : cls < small::kNumClasses && (addr(p) & (kPage - 1)) == 0)) {
-    small::CacheBin& b = tc->bins[cls];
-    if (DUCTILE_LIKELY(b.count < b.limit)) {
-      if (kHardened) small::mark_freed(p);
-      if (kStats) tc->deallocated += small::class_size(cls);
-      b.items[b.count++] = p;
-      if (DUCTILE_UNLIKELY(--tc->decay_countdown == 0)) decay_event(tc);
-      return;
+  if (kHardened) {
+    if (DUCTILE_LIKELY(hardened_block_start(p, entry, cls) && (!sized || small::class_of_table(size) == cls))) {
+      small::CacheBin& b = tc->bins[cls];
+      // (A medium block cached already: see below.)
+      if (DUCTILE_LIKELY(b.count < b.limit) &&
+          (small::is_small_class(cls) || !std::exchange(medium_extent(entry)->cached, true)))
+        return cache_push_inline(tc, b, p, cls);
     }
+    if (sized) return dealloc_sized_slow(p, size, 0);  // reports a wrong size
+  } else if (DUCTILE_LIKELY(cls < small::kNumSmall)) {
+    small::CacheBin& b = tc->bins[cls];
+    if (DUCTILE_LIKELY((addr(p) & 7) == 0 && b.count < b.limit)) return cache_push_inline(tc, b, p, cls);
+  } else if (cls < small::kNumClasses && (addr(p) & (kPage - 1)) == 0) {
+    small::CacheBin& b = tc->bins[cls];
+    // A medium block in a cache already (this thread's or another's) goes
+    // to the slow path, which reports the double free.
+    if (DUCTILE_LIKELY(b.count < b.limit) && !std::exchange(medium_extent(entry)->cached, true))
+      return cache_push_inline(tc, b, p, cls);
   }
-  if (kHardened && sized) return dealloc_sized_slow(p, size, 0);  // reports a wrong size
   dealloc_slow(p);
 }
 
