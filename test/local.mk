@@ -270,6 +270,12 @@ test_integration_double_free_prog_LDFLAGS = -pthread
 test_integration_double_free_prog_LDADD = libductile.la
 TESTS += test/integration/double_free_prog
 
+# fork() from a signal handler that interrupted malloc, free or fork.
+check_PROGRAMS += test/integration/signal_fork_prog
+test_integration_signal_fork_prog_SOURCES = test/integration/signal_fork_prog.c test/integration/prog_check.h
+test_integration_signal_fork_prog_LDADD = libductile.la
+TESTS += test/integration/signal_fork_prog
+
 # Bad frees, fork while other threads are inside the allocator, many
 # threads on few cores (the allocator's objects linked in, as core_test).
 check_PROGRAMS += test/unit/hardening_test

@@ -7,8 +7,12 @@
 #include <climits>
 
 #include "base/common.h"
+#include "base/lock.h"
 
 namespace ductile {
+
+__thread unsigned t_locks_held __attribute__((tls_model("initial-exec"))) = 0;
+
 namespace {
 
 // ints, so that waiters sleep on them with futex(2): the machine may have
@@ -43,12 +47,15 @@ bool ForkGate::try_enter() noexcept {
   }
   // Sequentially consistent on both sides (Dekker): either close() sees this
   // entry and waits for it, or this sees the gate closed and backs out.
+  // t_depth covers the count in g_active (set before, cleared after), so
+  // that a fork from a signal handler on this thread knows it is inside.
+  t_depth = 1;
   g_active.fetch_add(1, std::memory_order_seq_cst);
   if (g_closed.load(std::memory_order_seq_cst)) {
     depart();
+    t_depth = 0;
     return false;
   }
-  t_depth = 1;
   return true;
 }
 
@@ -57,7 +64,8 @@ void ForkGate::enter() noexcept {
 }
 
 void ForkGate::leave() noexcept {
-  if (--t_depth == 0) depart();
+  if (t_depth == 1) depart();  // before the depth goes: see try_enter
+  t_depth--;
 }
 
 void ForkGate::close() noexcept {
@@ -70,9 +78,14 @@ void ForkGate::open() noexcept {
   wake(g_closed, INT_MAX);
 }
 
+bool ForkGate::inside() noexcept { return t_depth != 0; }
+
 void ForkGate::reset_in_child() noexcept {
-  // Only the forking thread exists, and it was not inside (close() waited).
-  g_active.store(0, std::memory_order_relaxed);
+  // Only the forking thread exists. It was not inside (close() waited),
+  // unless the fork came from a signal handler that interrupted it there
+  // (see core's prefork): then its entry is the one left, and its leave()
+  // comes when the handler returns.
+  g_active.store(t_depth != 0 ? 1 : 0, std::memory_order_relaxed);
   g_closed.store(0, std::memory_order_relaxed);
 }
 

@@ -29,6 +29,8 @@ class ForkGate {
   static void close() noexcept;
   static void open() noexcept;
   static void reset_in_child() noexcept;
+  // Whether the calling thread is inside the gate.
+  static bool inside() noexcept;
 };
 
 // enter() ... leave() for a scope.

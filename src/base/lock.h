@@ -6,15 +6,39 @@
 
 namespace ductile {
 
+// How many of ductile's locks the calling thread holds (every Mutex below
+// counts itself): fork's handlers ask it, so that a fork from a signal
+// handler that interrupted this thread inside the allocator does not wait
+// for a lock the interrupted code holds.
+extern __thread unsigned t_locks_held __attribute__((tls_model("initial-exec")));
+
 class Mutex {
  public:
   constexpr Mutex() = default;
   Mutex(const Mutex&) = delete;
   Mutex& operator=(const Mutex&) = delete;
 
-  void lock() noexcept { pthread_mutex_lock(&m_); }
-  void unlock() noexcept { pthread_mutex_unlock(&m_); }
-  bool try_lock() noexcept { return pthread_mutex_trylock(&m_) == 0; }
+  // The count covers the whole call: up before the lock is asked for, down
+  // after it is given back, so that a signal handler never sees a lock of
+  // this thread's that the count leaves out (it may see one too many).
+  void lock() noexcept {
+    t_locks_held++;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    pthread_mutex_lock(&m_);
+  }
+  void unlock() noexcept {
+    pthread_mutex_unlock(&m_);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t_locks_held--;
+  }
+  bool try_lock() noexcept {
+    t_locks_held++;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    if (pthread_mutex_trylock(&m_) == 0) return true;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t_locks_held--;
+    return false;
+  }
   // After fork() the child holds the parent's lock state; the fork handler
   // re-creates the lock in the child instead of unlocking a lock another
   // (now vanished) thread may own.

@@ -951,6 +951,7 @@ void ChunkLayer::postfork_parent() noexcept {
   lock_.unlock();
 }
 void ChunkLayer::postfork_child() noexcept {
+  page_map_.postfork_child();
   meta_.postfork_child();
   lock_.reinit_after_fork();
 }

@@ -88,6 +88,9 @@ class PageMap {
   }
   PageMap(const PageMap&) = delete;
   PageMap& operator=(const PageMap&) = delete;
+  // In a forked child: the leaf lock is free (a leaf is published whole,
+  // with one store, so a creation cut short left nothing half made).
+  void postfork_child() noexcept { grow_lock_.reinit_after_fork(); }
 
   static constexpr unsigned kTagShift = kAddressBits;
   static constexpr uintptr_t kPointerMask = (uintptr_t{1} << kTagShift) - 1;

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/auxv.h>
 #include <stdlib.h>
 
@@ -86,6 +87,84 @@ __thread bool t_initialising __attribute__((tls_model("initial-exec"))) = false;
 // This thread has made a free without a cache (see cache_for_free).
 __thread bool t_freed_uncached __attribute__((tls_model("initial-exec"))) = false;
 
+// Calls into the allocator under way on this thread (InCall): a fork from
+// a signal handler that interrupted one of them must not trust the heap in
+// the child (see prefork), even where the call held no lock at that moment
+// (a cache bin half flushed, its count not yet lowered).
+__thread unsigned t_calls __attribute__((tls_model("initial-exec"))) = 0;
+class InCall {
+ public:
+  InCall() noexcept {
+    t_calls++;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  }
+  ~InCall() {
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t_calls--;
+  }
+  InCall(const InCall&) = delete;
+  InCall& operator=(const InCall&) = delete;
+};
+
+// ---- the heap of a child forked mid-call -------------------------------
+// The child of such a fork allocates from a heap of its own: the heap it
+// inherited has an operation half done (the interrupted one), which the
+// child would find. Blocks are carved in turn from fresh mappings and never
+// reused, each after a 16-byte header holding its size; every free is
+// dropped (blocks from before the fork too), realloc copies. Such a child
+// execs or exits soon; it gets no thread cache.
+bool g_fork_heap = false;  // set in such a child only
+struct ForkHeapChunk {
+  uintptr_t base = 0, end = 0;
+};
+constexpr size_t kForkHeapChunks = 48;  // doubling sizes: far more than any address space
+ForkHeapChunk g_fork_chunks[kForkHeapChunks];
+size_t g_fork_nchunks = 0;
+uintptr_t g_fork_next = 0;  // in the newest chunk
+Mutex g_fork_heap_lock;     // for the threads such a child may start
+
+void* fork_heap_alloc(size_t size, size_t align) {
+  if (align < 16) align = 16;
+  if (size > static_cast<size_t>(PTRDIFF_MAX) || align > (size_t{1} << 40)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  const size_t need = align_up(size ? size : 1, 16);
+  LockGuard g(g_fork_heap_lock);
+  uintptr_t start = g_fork_nchunks ? align_up(g_fork_next + 16, align) : 0;
+  if (g_fork_nchunks == 0 || start + need > g_fork_chunks[g_fork_nchunks - 1].end) {
+    const size_t least = size_t{1} << (20 + (g_fork_nchunks < 20 ? g_fork_nchunks : 20));
+    size_t n = align_up(need + align + 16, kPage);
+    if (n < least) n = least;
+    void* m = g_fork_nchunks < kForkHeapChunks ? rt().os.reserve(n) : nullptr;
+    if (m != nullptr && !rt().os.commit(m, n)) {
+      (void)rt().os.unmap(m, n);
+      m = nullptr;
+    }
+    if (m == nullptr) {
+      errno = ENOMEM;
+      return nullptr;
+    }
+    g_fork_chunks[g_fork_nchunks++] = {addr(m), addr(m) + n};
+    start = align_up(addr(m) + 16, align);
+  }
+  g_fork_next = start + need;
+  std::memcpy(ptr(start - 16), &size, sizeof size);
+  return ptr(start);  // fresh mappings read as zero
+}
+
+// The size of a block of the child's own heap; 0 for any other pointer.
+size_t fork_heap_size(const void* p) {
+  LockGuard g(g_fork_heap_lock);
+  for (size_t i = 0; i < g_fork_nchunks; i++)
+    if (addr(p) >= g_fork_chunks[i].base && addr(p) < g_fork_chunks[i].end) {
+      size_t s;
+      std::memcpy(&s, static_cast<const unsigned char*>(p) - 16, sizeof s);
+      return s;
+    }
+  return 0;
+}
+
 Mutex g_init_lock;
 pthread_key_t g_cache_key;
 Mutex g_caches_lock;
@@ -140,7 +219,7 @@ void* medium_from_chunks(size_t cls, size_t align, bool zero, bool tagged = true
 ThreadCache* create_cache() {
   // hardened:true without --enable-hardened: no caches, so that every call
   // reaches the checks without a test on the inline paths.
-  if (t_state != kNoCache || !rt().opts.tcache || (g_hardened && !kHardened)) return nullptr;
+  if (t_state != kNoCache || !rt().opts.tcache || (g_hardened && !kHardened) || g_fork_heap) return nullptr;
   t_state = kMakingCache;
   ThreadCache* tc;
   {
@@ -257,6 +336,8 @@ void unlink_cache(ThreadCache* tc) {
 }
 
 void thread_exit(void* arg) noexcept {
+  if (g_fork_heap) return;  // its cache is the parent's, half used: left as it is
+  const InCall in_call;
   auto* tc = static_cast<ThreadCache*>(arg);
   t_cache = no_cache();
   t_state = kExiting;  // frees from later destructors go straight to the bins
@@ -411,10 +492,12 @@ void* alloc_impl(size_t size, size_t align, bool zero, bool cached = true, bool 
     void* p = bootstrap_alloc(size, align);  // zeroed: static storage, never reused
     return p;
   }
+  if (DUCTILE_UNLIKELY(g_fork_heap)) return fork_heap_alloc(size, align);
   if (DUCTILE_UNLIKELY(size > static_cast<size_t>(PTRDIFF_MAX))) {
     errno = ENOMEM;
     return nullptr;
   }
+  const InCall in_call;
   void* p;
   const Placement at = place(size, align);
   if (kProf && DUCTILE_UNLIKELY(sample_due(at.usable)) &&
@@ -616,6 +699,12 @@ bool ensure_ready() noexcept {
   if (DUCTILE_LIKELY(g_ready.load(std::memory_order_acquire))) return true;
   if (t_initialising) return false;
   t_initialising = true;
+  // No signal handler runs on this thread while it makes the runtime: one
+  // that allocated would get the start-up buffer alone, and one that forked
+  // would leave its child a runtime half made.
+  sigset_t all, old_mask;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old_mask);
   g_init_lock.lock();
   if (!g_ready.load(std::memory_order_relaxed)) {
     const KeepErrno keep;  // the probes' and libc's refusals are no error of the caller's
@@ -640,6 +729,7 @@ bool ensure_ready() noexcept {
     g_ready.store(true, std::memory_order_release);
   }
   g_init_lock.unlock();
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   t_initialising = false;
   return true;
 }
@@ -708,7 +798,8 @@ void check_block(void* p, const Extent* e) noexcept {
 }
 
 void dealloc_impl(void* p, bool cached) {
-  if (p == nullptr || is_bootstrap(p)) return;
+  if (p == nullptr || is_bootstrap(p) || g_fork_heap) return;
+  const InCall in_call;
   Extent* e = owner_of(p);
   if (DUCTILE_UNLIKELY(e == nullptr || (addr(p) & 7) != 0)) bad_free(p);
   if (g_hardened) check_block(p, e);
@@ -726,6 +817,7 @@ void dealloc_sized_slow(void* p, size_t size, size_t align) noexcept {
 }
 
 void decay_event(small::ThreadCache* tc) noexcept {
+  const InCall in_call;
   static_assert(small::ThreadCache::kDecayEvent == small::Decay::kEvent);
   tc->decay_countdown = rt().decay.look();
 }
@@ -752,6 +844,8 @@ void check_sized_free(void* p, size_t size, size_t align) noexcept {
 size_t usable_size(const void* p) noexcept {
   if (p == nullptr) return 0;
   if (is_bootstrap(p)) return bootstrap_size(p);
+  if (g_fork_heap)
+    if (size_t s = fork_heap_size(p)) return s;
   Extent* e = owner_of(p);
   return e ? usable_of(e) : 0;
 }
@@ -762,6 +856,8 @@ size_t usable_size_for(size_t size, size_t align) noexcept {
 }
 
 size_t resize_in_place(void* p, size_t size, bool zero) noexcept {
+  if (g_fork_heap) return usable_size(p);
+  const InCall in_call;
   Extent* e = owner_of(p);
   if (e == nullptr) return 0;
   size_t old = usable_of(e);
@@ -822,6 +918,13 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
     errno = ENOMEM;
     return nullptr;
   }
+  if (DUCTILE_UNLIKELY(g_fork_heap)) {
+    const size_t old = usable_size(p);
+    void* q = fork_heap_alloc(size, align);
+    if (q != nullptr) std::memcpy(q, p, old < size ? old : size);
+    return q;  // the old block stays where it is
+  }
+  const InCall in_call;
   // Off the 8-byte grid: no block of ours, as free() would say. (Before the
   // first block of ours, a pointer on the grid finds no tag and no owner
   // below, and is refused there, as free() refuses it.)
@@ -928,12 +1031,14 @@ small::ThreadCache* thread_cache() noexcept {
 }
 
 void flush_thread_cache() noexcept {
-  if (!g_ready.load(std::memory_order_acquire)) return;
+  if (!g_ready.load(std::memory_order_acquire) || g_fork_heap) return;
+  const InCall in_call;
   if (ThreadCache* tc = own_cache()) flush_all(tc, false);
 }
 
 size_t trim() noexcept {
-  if (!g_ready.load(std::memory_order_acquire)) return 0;
+  if (!g_ready.load(std::memory_order_acquire) || g_fork_heap) return 0;
+  const InCall in_call;
   if (ThreadCache* tc = own_cache()) flush_all(tc, false);
   rt().for_each_bin([](small::Bin& b) { b.trim(); });
   size_t bytes = rt().arena.trim();
@@ -950,7 +1055,26 @@ namespace {
 // a fork that closed the gate first then waited for the list forever. Work
 // in flight never calls stdio, so it finishes while fork holds the list.
 // The init lock is also the options lock (mallctl's writes).
+// A fork from a signal handler that interrupted this thread inside the
+// allocator -- in one of its calls (InCall), holding one of its locks,
+// inside the fork gate, or in these handlers themselves (a signal during
+// fork) -- must not wait for what the interrupted code holds: it would wait
+// for itself. Such a fork takes nothing (the parent's handler then has
+// nothing to give back). The child re-creates every lock as any child does,
+// and allocates from a heap of its own (g_fork_heap): the inherited one has
+// the interrupted operation half done. Counted per thread: such forks nest
+// inside a fork of its own.
+__thread bool t_forking __attribute__((tls_model("initial-exec"))) = false;
+__thread unsigned t_forks_taking_nothing __attribute__((tls_model("initial-exec"))) = 0;
+
+bool inside_allocator() noexcept { return t_forking || t_calls != 0 || t_locks_held != 0 || ForkGate::inside(); }
+
 void prefork() noexcept {
+  if (inside_allocator()) {
+    t_forks_taking_nothing++;
+    return;
+  }
+  t_forking = true;
   stdio_fork::prepare();
   ForkGate::close();
   g_init_lock.lock();
@@ -966,6 +1090,10 @@ void prefork() noexcept {
 }
 
 void postfork_parent() noexcept {
+  if (t_forks_taking_nothing != 0) {
+    t_forks_taking_nothing--;
+    return;
+  }
   rt().chunks.postfork_parent();
   rt().huge.postfork_parent();
   small::SlabPool::postfork_parent();
@@ -978,9 +1106,17 @@ void postfork_parent() noexcept {
   g_init_lock.unlock();
   ForkGate::open();
   stdio_fork::parent();
+  t_forking = false;
 }
 
 void postfork_child() noexcept {
+  // Taking nothing (see prefork): the locks are re-created all the same,
+  // stdio's list lock is left to the C library, and this thread keeps
+  // count of the locks the interrupted code holds (it gives them back
+  // when the handler returns).
+  const bool took_nothing = t_forks_taking_nothing != 0;
+  t_forks_taking_nothing = 0;
+  const unsigned held_before = took_nothing ? t_locks_held : 0;
   rt().chunks.postfork_child();
   rt().huge.postfork_child();
   small::SlabPool::postfork_child();
@@ -991,7 +1127,8 @@ void postfork_child() noexcept {
   prof::postfork_child();
   g_caches_lock.reinit_after_fork();
   g_init_lock.reinit_after_fork();
-  stdio_fork::child();
+  t_locks_held = held_before;
+  if (!took_nothing) stdio_fork::child();
   ForkGate::reset_in_child();
   rt().os.after_fork_in_child();
   // The other threads do not exist in the child. Their caches may have been
@@ -1005,6 +1142,15 @@ void postfork_child() noexcept {
     if (tc != mine) unlink_cache(tc);
     tc = next;
   }
+  if (!took_nothing) {
+    t_forking = false;
+    return;
+  }
+  // The heap is the parent's with an operation half done: the child
+  // allocates from a heap of its own, and this thread has no cache.
+  g_fork_heap_lock.reinit_after_fork();
+  g_fork_heap = true;
+  t_cache = no_cache();
 }
 
 // The prefault helper is stopped and joined when the process exits normally.
