@@ -9,6 +9,7 @@
 #include <malloc.h>
 #include <stdio.h>
 
+#include "base/thread.h"
 #include "core/runtime.h"
 #include "core/stats.h"
 #include "ductile/ductile.h"
@@ -79,8 +80,11 @@ DUCTILE_EXPORT struct mallinfo ductile_mallinfo(void) noexcept {
   return m;
 }
 
-// The summary DUCTILE_STATS=1 prints at exit, on standard error now.
+// The summary DUCTILE_STATS=1 prints at exit, on standard error now. As
+// glibc's, no cancellation point: the whole summary is written, and a
+// cancellation pending is acted on at the thread's next cancellation point.
 DUCTILE_EXPORT void ductile_malloc_stats(void) noexcept {
+  const NoCancel no_cancel;
   (void)fflush(stderr);  // what the program wrote there before comes first
   core::print_stats(nullptr, nullptr, nullptr);
 }

@@ -85,7 +85,8 @@ HeapInfo heap_info(const StatsSnapshot& s) noexcept;
 const char* growth_name(size_t path) noexcept;
 
 // malloc_stats_print: `write` gets NUL-terminated pieces (nullptr: stderr).
-// In `opts`, 'J' selects JSON and 'b' leaves out the per-class lines; other
+// The calling thread is not cancelled meanwhile (base/thread.h, NoCancel);
+// nor in print_xml. In `opts`, 'J' selects JSON and 'b' leaves out the per-class lines; other
 // characters are ignored, as jemalloc ignores the ones it does not know.
 using WriteFn = void (*)(void*, const char*);
 void print_stats(WriteFn write, void* opaque, const char* opts) noexcept;
