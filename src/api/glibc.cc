@@ -32,9 +32,6 @@ int saturate(size_t v) { return v > static_cast<size_t>(INT_MAX) ? INT_MAX : sta
 
 void to_file(void* fp, const char* text) { (void)fputs(text, static_cast<FILE*>(fp)); }
 
-// glibc's M_MXFAST limit: 80 * sizeof(size_t) / 4 bytes (160 on 64-bit).
-constexpr size_t kMaxFast = 80 * sizeof(size_t) / 4;
-
 // The huge threshold that M_MMAP_THRESHOLD asks for: the value, as glibc
 // reads it (a size_t, so a negative one is past every size), brought into
 // the range the huge_threshold option allows.
@@ -99,12 +96,14 @@ DUCTILE_EXPORT int ductile_malloc_info(int options, FILE* fp) noexcept {
 }
 
 DUCTILE_EXPORT int ductile_mallopt(int param, int value) noexcept {
-  // glibc's answers (2.36): 1, except M_MXFAST past its limit (a negative
-  // value included); unknown parameters are accepted too. Only
-  // M_MMAP_THRESHOLD has a meaning here: see docs/ARCHITECTURE.md.
+  // glibc's answers (2.36): 1; unknown parameters are accepted too. Only
+  // M_MMAP_THRESHOLD has a meaning here: see docs/ARCHITECTURE.md. M_MXFAST
+  // is refused (0), whatever the value: it sizes glibc's fast bins, and 0
+  // turns them off, after which mallinfo's smblks is 0; ductile has no such
+  // cache, and its smblks (free objects in slabs) would contradict a yes.
   switch (param) {
     case M_MXFAST:
-      return static_cast<size_t>(static_cast<long>(value)) <= kMaxFast ? 1 : 0;
+      return 0;
     case M_MMAP_THRESHOLD:
       (void)core::set_huge_threshold(threshold_for(value));
       return 1;
