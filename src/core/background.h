@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/counter.h"
 #include "base/lock.h"
 
 namespace ductile::core {
@@ -54,7 +55,7 @@ class BackgroundThread {
   // Stops and joins the thread; later wakes do nothing. Idempotent.
   void stop() noexcept;
 
-  BackgroundStats stats() noexcept;
+  BackgroundStats stats() const noexcept;  // without the lock
 
   void prefork() noexcept { lock_.lock(); }
   void postfork_parent() noexcept { lock_.unlock(); }
@@ -75,7 +76,17 @@ class BackgroundThread {
   pthread_t thread_{};
   State state_ = kIdle;
   bool rung_ = false;  // a wake() the thread has not seen yet
-  BackgroundStats stats_;
+  // BackgroundStats's figures, kept under the lock and read without it
+  // (stats()): a wake() never waits for a statistics read.
+  struct Counters {
+    LockedCounter<uint64_t> starts;
+    LockedCounter<uint64_t> wakeups;
+    LockedCounter<uint64_t> steps;
+    LockedCounter<bool> running;  // state_ is kRunning with a thread: set by publish_running()
+  };
+  Counters stats_;
+  // After state_ or thread_ changed (lock held).
+  void publish_running() noexcept { stats_.running.store(state_ == kRunning && !pthread_equal(thread_, pthread_t{})); }
 };
 
 }  // namespace ductile::core
