@@ -170,3 +170,21 @@ COMPARE_SCALE_FLAGS =
 .PHONY: compare-scale
 compare-scale: bench/scale $(lib_LTLIBRARIES)
 	BUILD_DIR=$(abs_top_builddir) bash $(srcdir)/bench/compare-scale.sh $(COMPARE_SCALE_FLAGS)
+
+## Statistics reads (bench/stats_latency.c): plain C, only the malloc family,
+## the reads found at run time, so LD_PRELOAD picks the allocator.
+## `make stats-latency` times mallctl("stats.allocated") after an epoch,
+## mallinfo2 and malloc_stats under glibc, jemalloc, mimalloc, tcmalloc and
+## ductile with 100 000 small blocks live (a few seconds);
+## STATS_LATENCY_FLAGS="--before LIB" adds another ductile build.
+EXTRA_PROGRAMS += bench/stats_latency
+CLEANFILES += bench/stats_latency
+bench_stats_latency_SOURCES = bench/stats_latency.c
+bench_stats_latency_CPPFLAGS =
+bench_stats_latency_CFLAGS = -Wall -Wextra
+bench_stats_latency_LDADD = -ldl
+
+STATS_LATENCY_FLAGS =
+.PHONY: stats-latency
+stats-latency: bench/stats_latency $(lib_LTLIBRARIES)
+	BUILD_DIR=$(abs_top_builddir) bash $(srcdir)/bench/stats-latency.sh $(STATS_LATENCY_FLAGS)

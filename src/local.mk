@@ -6,6 +6,7 @@
 noinst_LTLIBRARIES += libductile_core.la
 libductile_core_la_SOURCES = \
 	src/base/common.h \
+	src/base/counter.h \
 	src/base/lock.h \
 	src/base/fork_gate.h \
 	src/base/fork_gate.cc \

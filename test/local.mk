@@ -156,7 +156,7 @@ EXTRA_DIST += test/support/run-test
 # so a sanitizer build leaves them out; the fuzzer's driver covers the
 # ductile_ entry points there.
 if !DUCTILE_SANITIZE
-ductile_api_tests = test/unit/api_test test/unit/cxx_new_test test/unit/glibc_test
+ductile_api_tests = test/unit/api_test test/unit/cxx_new_test test/unit/glibc_test test/unit/stats_lock_test
 check_PROGRAMS += $(ductile_api_tests)
 TESTS += $(ductile_api_tests)
 endif !DUCTILE_SANITIZE
@@ -181,6 +181,14 @@ test_unit_glibc_test_CPPFLAGS = $(ductile_test_cppflags)
 test_unit_glibc_test_CXXFLAGS = $(ductile_test_cxxflags)
 test_unit_glibc_test_LDFLAGS = $(ductile_test_ldflags)
 test_unit_glibc_test_LDADD = $(ductile_test_ldadd)
+
+# Reading the statistics takes no lock: the program counts the locks the
+# allocator's objects take (it defines pthread_mutex_lock).
+test_unit_stats_lock_test_SOURCES = test/unit/stats_lock_test.cc
+test_unit_stats_lock_test_CPPFLAGS = $(ductile_test_cppflags)
+test_unit_stats_lock_test_CXXFLAGS = $(ductile_test_cxxflags)
+test_unit_stats_lock_test_LDFLAGS = $(ductile_test_ldflags)
+test_unit_stats_lock_test_LDADD = $(ductile_test_ldadd)
 
 test_unit_cxx_new_test_SOURCES = test/unit/cxx_new_test.cc
 test_unit_cxx_new_test_CPPFLAGS = $(ductile_test_cppflags)

@@ -20,8 +20,9 @@ extern "C" {
 const char *ductile_version(void);
 
 /* The malloc family, with the C library's semantics (errno = ENOMEM on
- * exhaustion or overflow, EINVAL for a bad alignment; realloc(p, 0) frees p
- * and returns NULL, as glibc does). */
+ * exhaustion or overflow, EINVAL for a bad alignment; posix_memalign
+ * returns the error, and sets errno too for ENOMEM, as glibc's does;
+ * realloc(p, 0) frees p and returns NULL, as glibc does). */
 void *ductile_malloc(size_t size) DUCTILE_NOTHROW;
 void ductile_free(void *ptr) DUCTILE_NOTHROW;
 void *ductile_calloc(size_t nmemb, size_t size) DUCTILE_NOTHROW;
@@ -53,14 +54,17 @@ struct mallinfo;
 struct mallinfo2;
 struct mallinfo2 ductile_mallinfo2(void) DUCTILE_NOTHROW;
 struct mallinfo ductile_mallinfo(void) DUCTILE_NOTHROW;
-/* The summary DUCTILE_STATS=1 prints at exit, on stderr now. */
+/* The summary DUCTILE_STATS=1 prints at exit, on stderr now. Not a
+ * cancellation point, as glibc's is not. */
 void ductile_malloc_stats(void) DUCTILE_NOTHROW;
 /* ductile's figures as XML (glibc's <malloc version="1"> root) on fp;
  * 0, or EINVAL (returned, as glibc's code does) when options is not 0. */
 int ductile_malloc_info(int options, FILE *fp) DUCTILE_NOTHROW;
-/* glibc's M_* parameters, with glibc's return values (1, or 0 for M_MXFAST
- * past its limit); M_MMAP_THRESHOLD sets the huge threshold, brought into
- * the huge_threshold option's range. The others change nothing. */
+/* glibc's M_* parameters, with glibc's return value, 1, but for M_MXFAST:
+ * 0, not supported (ductile has no fast bins, and mallinfo's smblks would
+ * not be 0 after M_MXFAST 0); M_MMAP_THRESHOLD sets the huge threshold,
+ * brought into the huge_threshold option's range. The others change
+ * nothing. */
 int ductile_mallopt(int param, int value) DUCTILE_NOTHROW;
 /* C23: free a block allocated with that size (and alignment). The size and
  * alignment are not needed and not trusted: any block of ours is freed;

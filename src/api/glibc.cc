@@ -9,6 +9,7 @@
 #include <malloc.h>
 #include <stdio.h>
 
+#include "base/thread.h"
 #include "core/runtime.h"
 #include "core/stats.h"
 #include "ductile/ductile.h"
@@ -30,9 +31,6 @@ core::HeapInfo heap_info() {
 int saturate(size_t v) { return v > static_cast<size_t>(INT_MAX) ? INT_MAX : static_cast<int>(v); }
 
 void to_file(void* fp, const char* text) { (void)fputs(text, static_cast<FILE*>(fp)); }
-
-// glibc's M_MXFAST limit: 80 * sizeof(size_t) / 4 bytes (160 on 64-bit).
-constexpr size_t kMaxFast = 80 * sizeof(size_t) / 4;
 
 // The huge threshold that M_MMAP_THRESHOLD asks for: the value, as glibc
 // reads it (a size_t, so a negative one is past every size), brought into
@@ -79,8 +77,11 @@ DUCTILE_EXPORT struct mallinfo ductile_mallinfo(void) noexcept {
   return m;
 }
 
-// The summary DUCTILE_STATS=1 prints at exit, on standard error now.
+// The summary DUCTILE_STATS=1 prints at exit, on standard error now. As
+// glibc's, no cancellation point: the whole summary is written, and a
+// cancellation pending is acted on at the thread's next cancellation point.
 DUCTILE_EXPORT void ductile_malloc_stats(void) noexcept {
+  const NoCancel no_cancel;
   (void)fflush(stderr);  // what the program wrote there before comes first
   core::print_stats(nullptr, nullptr, nullptr);
 }
@@ -95,12 +96,14 @@ DUCTILE_EXPORT int ductile_malloc_info(int options, FILE* fp) noexcept {
 }
 
 DUCTILE_EXPORT int ductile_mallopt(int param, int value) noexcept {
-  // glibc's answers (2.36): 1, except M_MXFAST past its limit (a negative
-  // value included); unknown parameters are accepted too. Only
-  // M_MMAP_THRESHOLD has a meaning here: see docs/ARCHITECTURE.md.
+  // glibc's answers (2.36): 1; unknown parameters are accepted too. Only
+  // M_MMAP_THRESHOLD has a meaning here: see docs/ARCHITECTURE.md. M_MXFAST
+  // is refused (0), whatever the value: it sizes glibc's fast bins, and 0
+  // turns them off, after which mallinfo's smblks is 0; ductile has no such
+  // cache, and its smblks (free objects in slabs) would contradict a yes.
   switch (param) {
     case M_MXFAST:
-      return static_cast<size_t>(static_cast<long>(value)) <= kMaxFast ? 1 : 0;
+      return 0;
     case M_MMAP_THRESHOLD:
       (void)core::set_huge_threshold(threshold_for(value));
       return 1;

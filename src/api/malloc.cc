@@ -50,13 +50,12 @@ DUCTILE_EXPORT void* ductile_reallocarray(void* p, size_t n, size_t size) noexce
 }
 
 DUCTILE_EXPORT int ductile_posix_memalign(void** out, size_t align, size_t size) noexcept {
+  // A bad alignment is only returned. An allocation that fails leaves
+  // ENOMEM in errno as well, as glibc's does: programs read errno after a
+  // failed posix_memalign as after a failed malloc.
   if (!is_pow2(align) || align % sizeof(void*) != 0) return EINVAL;
-  int saved = errno;
   void* p = core::alloc_aligned(size, align, false);
-  if (p == nullptr) {
-    errno = saved;  // posix_memalign reports through its result, not errno
-    return ENOMEM;
-  }
+  if (p == nullptr) return ENOMEM;  // errno is ENOMEM already
   *out = p;
   return 0;
 }

@@ -1,5 +1,5 @@
 // Starting ductile's own helper threads (the prefault helper, the background
-// thread).
+// thread), and holding off a cancellation.
 #pragma once
 
 #include <pthread.h>
@@ -29,5 +29,21 @@ inline int start_helper_thread(pthread_t* t, void* (*fn)(void*), void* arg, size
   pthread_attr_destroy(&attr);
   return rc;
 }
+
+// While one lives, the calling thread is not cancelled: a cancellation
+// requested before or meanwhile waits for its next cancellation point after
+// (write(2) is one, and code that writes text out must finish it, as
+// glibc's malloc_stats does). The thread's cancel state is put back as it
+// was.
+class NoCancel {
+ public:
+  NoCancel() noexcept { (void)pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old_); }
+  ~NoCancel() { (void)pthread_setcancelstate(old_, nullptr); }
+  NoCancel(const NoCancel&) = delete;
+  NoCancel& operator=(const NoCancel&) = delete;
+
+ private:
+  int old_ = PTHREAD_CANCEL_ENABLE;
+};
 
 }  // namespace ductile

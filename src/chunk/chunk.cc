@@ -930,8 +930,18 @@ void ChunkLayer::maybe_release_map(uint64_t now, size_t budget) noexcept {
 }
 
 ChunkStats ChunkLayer::stats() const noexcept {
-  LockGuard g(lock_);
-  ChunkStats s = stats_;
+  ChunkStats s;
+  s.reserved = stats_.reserved;
+  s.active = stats_.active;
+  s.purging = stats_.purging;
+  s.reservations = stats_.reservations;
+  s.allocs = stats_.allocs;
+  s.frees = stats_.frees;
+  s.alloc_at_hits = stats_.alloc_at_hits;
+  s.alloc_at_refusals = stats_.alloc_at_refusals;
+  s.purged_bytes = stats_.purged_bytes;
+  s.purges = stats_.purges;
+  s.map_released = stats_.map_released;
   s.dirty = dirty_bytes();
   s.clean = s.dirty_extents = 0;
   for (size_t i = 0; i < kSpaces; i++) {

@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/counter.h"
 #include "base/lock.h"
 #include "chunk/clock.h"
 #include "chunk/extent.h"
@@ -215,6 +216,8 @@ class ChunkLayer {
   // Purges every dirty extent now. Returns the bytes purged.
   size_t trim() noexcept;
 
+  // Without the lock (counters kept under it): never waits for an
+  // allocation.
   ChunkStats stats() const noexcept;
   uint64_t now_ns() noexcept { return clock_.now_ns(); }
   os::Os& os() noexcept { return os_; }
@@ -325,7 +328,22 @@ class ChunkLayer {
   std::atomic<size_t> armed_at_{0};
   std::atomic<size_t> noted_{0};
   std::atomic<bool> signal_{false};
-  ChunkStats stats_;
+  // ChunkStats's figures, kept under the lock and read without it
+  // (stats()); the free bytes and extents are the sets' own counters.
+  struct Counters {
+    LockedCounter<size_t> reserved;
+    LockedCounter<size_t> active;
+    LockedCounter<size_t> purging;
+    LockedCounter<size_t> reservations;
+    LockedCounter<uint64_t> allocs;
+    LockedCounter<uint64_t> frees;
+    LockedCounter<uint64_t> alloc_at_hits;
+    LockedCounter<uint64_t> alloc_at_refusals;
+    LockedCounter<uint64_t> purged_bytes;
+    LockedCounter<uint64_t> purges;
+    LockedCounter<uint64_t> map_released;
+  };
+  Counters stats_;
 };
 
 }  // namespace ductile::chunk

@@ -3,12 +3,13 @@
 // buckets per doubling -- with a bitmap of non-empty buckets. Each set also
 // keeps its extents in the order they were inserted (the age list), which is
 // the order decay purges dirty extents in. Not thread safe: the chunk layer's
-// lock covers it.
+// lock covers it (but bytes() and count() may be read without it).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "base/counter.h"
 #include "chunk/extent.h"
 
 namespace ductile::chunk {
@@ -52,8 +53,9 @@ class ExtentSet {
   uint64_t nonempty_[kBuckets / 64] = {};
   Extent* age_head_ = nullptr;
   Extent* age_tail_ = nullptr;
-  size_t bytes_ = 0;
-  size_t count_ = 0;
+  // Read without the lock (ChunkLayer::stats).
+  LockedCounter<size_t> bytes_;
+  LockedCounter<size_t> count_;
 };
 
 }  // namespace ductile::chunk

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 
+#include "base/counter.h"
 #include "base/lock.h"
 #include "os/os.h"
 
@@ -24,7 +25,7 @@ class MetaAlloc {
   // Zeroed memory aligned to `align` (power of two, at most a page). nullptr
   // when the OS refuses.
   [[nodiscard]] void* alloc(size_t size, size_t align = alignof(max_align_t)) noexcept;
-  size_t bytes_mapped() const noexcept { return mapped_; }
+  size_t bytes_mapped() const noexcept { return mapped_; }  // without the lock
 
   void prefork() noexcept { lock_.lock(); }
   void postfork_parent() noexcept { lock_.unlock(); }
@@ -35,7 +36,7 @@ class MetaAlloc {
   Mutex lock_;
   uintptr_t cur_ = 0;
   uintptr_t end_ = 0;
-  size_t mapped_ = 0;
+  LockedCounter<size_t> mapped_;
 };
 
 }  // namespace ductile::chunk

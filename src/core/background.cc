@@ -53,15 +53,18 @@ void BackgroundThread::wake() noexcept {
     }
     state_ = kRunning;  // claimed: a second caller sees kRunning and only signals
     unstarted_.store(false, std::memory_order_relaxed);
+    publish_running();
   }
   pthread_t t;
   const int rc = start_helper_thread(&t, &BackgroundThread::main_thunk, this, kStack);
   LockGuard g(lock_);
   if (rc != 0) {
     state_ = kFailed;  // decay goes on from the allocator's own calls
+    publish_running();
     return;
   }
   thread_ = t;
+  publish_running();
   stats_.starts++;
   if (state_ == kStopped) {
     // stop() ran meanwhile and could not join a thread it did not know.
@@ -70,6 +73,7 @@ void BackgroundThread::wake() noexcept {
     pthread_join(t, nullptr);
     lock_.lock();
     thread_ = pthread_t{};
+    publish_running();
   }
 }
 
@@ -116,17 +120,21 @@ void BackgroundThread::stop() noexcept {
     }
     if (state_ != kFailed) state_ = kStopped;
     unstarted_.store(false, std::memory_order_relaxed);
+    publish_running();
     pthread_cond_broadcast(&wake_);
   }
   if (join) pthread_join(t, nullptr);
   LockGuard g(lock_);
   thread_ = pthread_t{};
+  publish_running();
 }
 
-BackgroundStats BackgroundThread::stats() noexcept {
-  LockGuard g(lock_);
-  BackgroundStats s = stats_;
-  s.running = state_ == kRunning && !pthread_equal(thread_, pthread_t{});
+BackgroundStats BackgroundThread::stats() const noexcept {
+  BackgroundStats s;
+  s.starts = stats_.starts;
+  s.wakeups = stats_.wakeups;
+  s.steps = stats_.steps;
+  s.running = stats_.running;
   return s;
 }
 
@@ -138,6 +146,7 @@ void BackgroundThread::postfork_child() noexcept {
   rung_ = false;
   if (state_ == kRunning) state_ = kIdle;
   unstarted_.store(enabled_ && state_ == kIdle, std::memory_order_relaxed);
+  publish_running();
   if (enabled_ && state_ == kIdle) arm_();
 }
 

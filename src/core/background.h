@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/counter.h"
 #include "base/lock.h"
 
 namespace ductile::core {
@@ -57,7 +58,7 @@ class BackgroundThread {
   // Stops and joins the thread; later wakes do nothing. Idempotent.
   void stop() noexcept;
 
-  BackgroundStats stats() noexcept;
+  BackgroundStats stats() const noexcept;  // without the lock
 
   void prefork() noexcept { lock_.lock(); }
   void postfork_parent() noexcept { lock_.unlock(); }
@@ -79,7 +80,17 @@ class BackgroundThread {
   State state_ = kIdle;
   bool rung_ = false;  // a wake() the thread has not seen yet
   std::atomic<bool> unstarted_{false};  // enabled_ while state_ is kIdle
-  BackgroundStats stats_;
+  // BackgroundStats's figures, kept under the lock and read without it
+  // (stats()): a wake() never waits for a statistics read.
+  struct Counters {
+    LockedCounter<uint64_t> starts;
+    LockedCounter<uint64_t> wakeups;
+    LockedCounter<uint64_t> steps;
+    LockedCounter<bool> running;  // state_ is kRunning with a thread: set by publish_running()
+  };
+  Counters stats_;
+  // After state_ or thread_ changed (lock held).
+  void publish_running() noexcept { stats_.running.store(state_ == kRunning && !pthread_equal(thread_, pthread_t{})); }
 };
 
 }  // namespace ductile::core

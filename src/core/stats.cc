@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/thread.h"
 #include "core/options.h"
 #include "core/runtime.h"
 
@@ -495,11 +496,13 @@ void at_exit() { print_to(nullptr, nullptr, g_exit_fd, nullptr); }
 
 void print_stats(WriteFn write, void* opaque, const char* opts) noexcept {
   if (!ensure_ready()) return;  // called while this thread builds the runtime
+  const NoCancel no_cancel;     // write(2) would be a cancellation point
   print_to(write, opaque, 2, opts);
 }
 
 void print_xml(WriteFn write, void* opaque) noexcept {
   if (!ensure_ready()) return;
+  const NoCancel no_cancel;
   StatsSnapshot s;
   take_snapshot(s);
   Out o(write, opaque);

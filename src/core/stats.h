@@ -2,11 +2,13 @@
 // mallctl("stats.*") reports, and the printer behind malloc_stats_print and
 // DUCTILE_STATS=1 (readable text or JSON).
 //
-// Taking a snapshot locks each layer briefly in turn and never allocates;
-// printing formats into a stack buffer and hands it to a callback (or
-// write(2)s it to stderr) with no lock held, so a callback may itself call
-// malloc. Layers are read one after another, so the totals of a busy process
-// are approximate, as jemalloc's are.
+// Taking a snapshot takes no lock and never allocates: every figure is a
+// counter its layer keeps where the state changes, under the lock it holds
+// there, and the snapshot reads with relaxed atomic loads (base/counter.h),
+// O(size classes x bin sets) however large the heap. Printing formats into
+// a stack buffer and hands it to a callback (or write(2)s it to stderr), so
+// a callback may itself call malloc. Counters are read one after another,
+// so the totals of a busy process are approximate, as jemalloc's are.
 #pragma once
 
 #include <cstddef>
@@ -85,7 +87,8 @@ HeapInfo heap_info(const StatsSnapshot& s) noexcept;
 const char* growth_name(size_t path) noexcept;
 
 // malloc_stats_print: `write` gets NUL-terminated pieces (nullptr: stderr).
-// In `opts`, 'J' selects JSON and 'b' leaves out the per-class lines; other
+// The calling thread is not cancelled meanwhile (base/thread.h, NoCancel);
+// nor in print_xml. In `opts`, 'J' selects JSON and 'b' leaves out the per-class lines; other
 // characters are ignored, as jemalloc ignores the ones it does not know.
 using WriteFn = void (*)(void*, const char*);
 void print_stats(WriteFn write, void* opaque, const char* opts) noexcept;

@@ -108,8 +108,9 @@ Slab* Bin::new_slab() noexcept {
   s->nobjs = kClasses.objects_per_slab[cls_];
   s->nfree = s->nobjs;
   s->cls = static_cast<uint16_t>(cls_);
-  stats_.slabs++;
-  stats_.slab_allocs++;
+  slabs_++;
+  slab_allocs_++;
+  free_objects_ += s->nfree;
   return s;
 }
 
@@ -119,8 +120,9 @@ Lent Bin::take_empty(Slab* s) noexcept {
   chunk::Extent* e = s->extent;
   e->kind = chunk::ExtentKind::kNone;
   e->owner = nullptr;
-  stats_.slabs--;
-  stats_.slab_returns++;
+  free_objects_ -= s->nfree;
+  slabs_--;
+  slab_returns_++;
   SlabPool::put(s, words_);
   return out;
 }
@@ -202,6 +204,7 @@ size_t Bin::fill(void** out, size_t n) noexcept {
         }
       }
       s->nfree -= static_cast<uint32_t>(got - before);
+      free_objects_ -= got - before;
       link(s, s->nfree == 0 ? kFull : kPartial);
     }
   }
@@ -295,6 +298,7 @@ size_t Bin::flush_locked(void** objs, size_t n, Lent* expired, size_t& nexpired)
 // `freed` more objects of slab s are free again.
 void Bin::settle(Slab* s, uint32_t freed, Lent* expired, size_t& nexpired) noexcept {
   s->nfree += freed;
+  free_objects_ += freed;
   DUCTILE_ASSERT(s->nfree <= s->nobjs);
   if (s->nfree == s->nobjs) {
     // Entirely free again: reset it to a fresh slab (objects handed out in
@@ -388,14 +392,26 @@ size_t Bin::release_empty(size_t keep, uint64_t min_age_ns, uint64_t now, size_t
   }
 }
 
-BinStats Bin::stats() const noexcept {
+BinStats Bin::walk_stats() const noexcept {
   LockGuard g(const_cast<Mutex&>(lock_));
-  BinStats s = stats_;
-  s.empty_slabs = nempty_;
-  size_t free_objs = 0;
-  for (Slab* p = partial_; p; p = p->next) free_objs += p->nfree;
-  for (Slab* p = empty_; p; p = p->next) free_objs += p->nfree;
+  BinStats s = stats();  // (full slabs are on no list: `slabs` is the counter's)
+  size_t empty = 0, free_objs = 0;
+  for (const Slab* p = partial_; p; p = p->next) free_objs += p->nfree;
+  for (const Slab* p = empty_; p; p = p->next, empty++) free_objs += p->nfree;
+  s.empty_slabs = empty;
   s.free_objects = free_objs;
+  return s;
+}
+
+BinStats Bin::stats() const noexcept {
+  // No lock: counters kept under it (base/counter.h), so a reader never
+  // holds up a fill or a flush, nor walks the slabs.
+  BinStats s;
+  s.slabs = slabs_;
+  s.empty_slabs = __atomic_load_n(&nempty_, __ATOMIC_RELAXED);
+  s.free_objects = free_objects_;
+  s.slab_allocs = slab_allocs_;
+  s.slab_returns = slab_returns_;
   return s;
 }
 

@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/counter.h"
 #include "base/lock.h"
 #include "chunk/chunk.h"
 #include "small/region.h"
@@ -125,7 +126,12 @@ class Bin {
   };
   DecayResult decay(size_t max_pages = SIZE_MAX) noexcept;
 
+  // Without the lock (counters kept under it): never waits for a fill or a
+  // flush, and costs the same however many slabs the bin holds.
   BinStats stats() const noexcept;
+  // The free objects and empty slabs counted slab by slab under the lock:
+  // what the counters must always equal (tests).
+  BinStats walk_stats() const noexcept;
   void prefork() noexcept { lock_.lock(); }
   void postfork_parent() noexcept { lock_.unlock(); }
   void postfork_child() noexcept { lock_.reinit_after_fork(); }
@@ -162,8 +168,12 @@ class Bin {
   Slab* partial_ = nullptr;
   Slab* empty_ = nullptr;       // newest first
   Slab* empty_tail_ = nullptr;  // oldest
-  size_t nempty_ = 0;
-  BinStats stats_;
+  size_t nempty_ = 0;  // written with relaxed atomic stores: stats() reads it without the lock
+  // The statistics (stats()), kept under the lock, read without it.
+  LockedCounter<size_t> slabs_;         // slabs held
+  LockedCounter<size_t> free_objects_;  // the sum of their nfree
+  LockedCounter<uint64_t> slab_allocs_;
+  LockedCounter<uint64_t> slab_returns_;
 };
 
 // Slab headers (with their bitmaps) come from the chunk layer's metadata

@@ -34,6 +34,7 @@ bool Prefaulter::start() noexcept {
     if (state_ != kIdle || !pending_start_.load(std::memory_order_relaxed)) return state_ != kFailed;
     // Claimed: a second caller sees kRunning and leaves it to us.
     state_ = kRunning;
+    publish_running();
     pending_start_.store(false, std::memory_order_relaxed);
   }
   pthread_t t;
@@ -41,12 +42,14 @@ bool Prefaulter::start() noexcept {
   LockGuard g(lock_);
   if (rc != 0) {
     state_ = kFailed;
+    publish_running();
     stats_.dropped += count_;
     count_ = 0;
     pthread_cond_broadcast(&idle_);
     return false;
   }
   thread_ = t;
+  publish_running();
   stats_.starts++;
   if (state_ == kStopped) {
     // stop() ran while we were creating it: it could not join what it did not
@@ -100,6 +103,7 @@ void Prefaulter::stop() noexcept {
       t = thread_;
     }
     if (state_ != kFailed) state_ = kStopped;
+    publish_running();
     pending_start_.store(false, std::memory_order_relaxed);
     stats_.dropped += count_;
     count_ = 0;
@@ -109,6 +113,7 @@ void Prefaulter::stop() noexcept {
   if (join) pthread_join(t, nullptr);
   LockGuard g(lock_);
   thread_ = pthread_t{};
+  publish_running();
 }
 
 void Prefaulter::drain() noexcept {
@@ -116,10 +121,14 @@ void Prefaulter::drain() noexcept {
   while (state_ == kRunning && (count_ != 0 || busy_)) pthread_cond_wait(&idle_, lock_.native());
 }
 
-PrefaultStats Prefaulter::stats() noexcept {
-  LockGuard g(lock_);
-  PrefaultStats s = stats_;
-  s.running = state_ == kRunning && !pthread_equal(thread_, pthread_t{});
+PrefaultStats Prefaulter::stats() const noexcept {
+  PrefaultStats s;
+  s.starts = stats_.starts;
+  s.requests = stats_.requests;
+  s.dropped = stats_.dropped;
+  s.populated = stats_.populated;
+  s.bytes = stats_.bytes;
+  s.running = stats_.running;
   return s;
 }
 
@@ -136,6 +145,7 @@ void Prefaulter::postfork_child() noexcept {
   thread_ = pthread_t{};
   busy_ = false;
   if (state_ == kRunning) state_ = kIdle;
+  publish_running();
   pending_start_.store(state_ == kIdle && count_ != 0, std::memory_order_relaxed);
 }
 

@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/counter.h"
 #include "base/lock.h"
 #include "os/os.h"
 
@@ -63,7 +64,7 @@ class Prefaulter {
   // Waits until the queue is empty and the helper idle (tests; stats printing).
   void drain() noexcept;
 
-  PrefaultStats stats() noexcept;
+  PrefaultStats stats() const noexcept;  // without the lock
 
   void prefork() noexcept;
   void postfork_parent() noexcept;
@@ -86,7 +87,19 @@ class Prefaulter {
   os::Range queue_[kQueue] = {};
   size_t head_ = 0;
   size_t count_ = 0;
-  PrefaultStats stats_;
+  // PrefaultStats's figures, kept under the lock and read without it
+  // (stats()): a request never waits for a statistics read.
+  struct Counters {
+    LockedCounter<uint64_t> starts;
+    LockedCounter<uint64_t> requests;
+    LockedCounter<uint64_t> dropped;
+    LockedCounter<uint64_t> populated;
+    LockedCounter<uint64_t> bytes;
+    LockedCounter<bool> running;  // state_ is kRunning with a thread: set by publish_running()
+  };
+  Counters stats_;
+  // After state_ or thread_ changed (lock held).
+  void publish_running() noexcept { stats_.running.store(state_ == kRunning && !pthread_equal(thread_, pthread_t{})); }
 };
 
 }  // namespace ductile::small

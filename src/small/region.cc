@@ -19,6 +19,7 @@ struct Region {
   uint32_t high = 0;     // the carve point: no page at or above it was ever lent
   uint32_t ahead = 0;    // pages below this were queued for the prefault helper
   uint32_t purging = 0;  // ranges of it in purge jobs now
+  uint32_t free_dirty = 0;  // pages free and dirty (dirty & ~used), as the arena's dirty_pages counts them
   uint64_t sparse_since = 0;  // when an advised region fell under 1/8 in use (valid while `sparse`)
   // The longest run of free (not used) pages: the region's place in the
   // arena's fit lists (SlabArena::fit_), kept exact at every change of `used`.
@@ -160,6 +161,9 @@ Region* SlabArena::new_region() noexcept {
   if (regions_) regions_->prev = r;
   regions_ = r;
   held_++;
+  if (r->advised) stats_.advised++;
+  if (a.extent->space != chunk::Space::kPlain) stats_.dense++;
+  recount(r);
   stats_.search_steps++;
   refile(r);
   empty_regions_++;
@@ -169,6 +173,12 @@ Region* SlabArena::new_region() noexcept {
 
 void SlabArena::unlink(Region* r) noexcept {
   held_--;
+  // Its share of the sums goes with it (live and purging are 0 by now).
+  if (r->advised) stats_.advised--;
+  if (r->extent->space != chunk::Space::kPlain) stats_.dense--;
+  stats_.slab_pages -= r->live;
+  stats_.purging -= r->purging;
+  stats_.dirty_pages -= r->free_dirty;
   if (r->prev) r->prev->next = r->next;
   else regions_ = r->next;
   if (r->next) r->next->prev = r->prev;
@@ -176,6 +186,14 @@ void SlabArena::unlink(Region* r) noexcept {
   unfile(r);
   set_sparse(r, false, 0);
   if (r->live == 0) empty_regions_--;
+}
+
+void SlabArena::recount(Region* r) noexcept {
+  uint32_t n = 0;
+  for (size_t i = 0; i < kRegionWords; i++) n += static_cast<uint32_t>(__builtin_popcountll(r->dirty[i] & ~r->used[i]));
+  if (n > r->free_dirty) stats_.dirty_pages += n - r->free_dirty;
+  else stats_.dirty_pages -= r->free_dirty - n;
+  r->free_dirty = n;
 }
 
 void SlabArena::unfile(Region* r) noexcept {
@@ -261,6 +279,7 @@ Lent SlabArena::alloc(size_t pages) noexcept {
     clear_bits(r->dirty, at, pages);
     if (r->live == 0) empty_regions_--;
     r->live += static_cast<uint32_t>(pages);
+    stats_.slab_pages += pages;
     if (r->live >= kAlmostEmpty) set_sparse(r, false, 0);  // in use again
     if (at + pages > r->high) r->high = static_cast<uint32_t>(at + pages);
     stats_.lends++;
@@ -268,6 +287,7 @@ Lent SlabArena::alloc(size_t pages) noexcept {
       r->busy = true;
       if (opts_.thp) {
         r->advised = true;
+        stats_.advised++;
         advise = r->base;
       }
     }
@@ -282,6 +302,7 @@ Lent SlabArena::alloc(size_t pages) noexcept {
       }
       if (target > r->ahead) r->ahead = static_cast<uint32_t>(target);
     }
+    recount(r);
     out = {e, r};
   }
   // Outside the lock; advising twice, or a region given back meanwhile, is harmless.
@@ -301,9 +322,11 @@ void SlabArena::reserve_dirty(Region* r, Job& job) noexcept {
     set_bits(r->used, start, end - start);
     refile(r);
     r->purging++;
+    stats_.purging++;
     job.piece[job.n++] = {r, static_cast<uint32_t>(start), static_cast<uint32_t>(end - start)};
     i = end;
   }
+  recount(r);
 }
 
 void SlabArena::free(const Lent* v, size_t n, uint64_t idle_since) noexcept {
@@ -325,6 +348,8 @@ void SlabArena::free(const Lent* v, size_t n, uint64_t idle_since) noexcept {
       clear_bits(r->used, first, np);
       set_bits(r->dirty, first, np);
       r->live -= static_cast<uint32_t>(np);
+      stats_.slab_pages -= np;
+      recount(r);
       stats_.returns++;
       if (r->live == 0) empty_regions_++;
       if (!gated) continue;
@@ -338,6 +363,8 @@ void SlabArena::free(const Lent* v, size_t n, uint64_t idle_since) noexcept {
         if (!job.full()) {
           set_bits(r->used, first, np);
           r->purging++;
+          stats_.purging++;
+          recount(r);
           job.piece[job.n++] = {r, static_cast<uint32_t>(first), static_cast<uint32_t>(np)};
         }
       } else if (r->live != 0 && r->live < kAlmostEmpty) {
@@ -436,7 +463,9 @@ size_t SlabArena::run(Job& job) noexcept {
       } else {
         set_bits(r->dirty, job.piece[i].first, job.piece[i].n);
       }
+      recount(r);
       r->purging--;
+      stats_.purging--;
       if (r->purging == 0 && r->live == 0 && (job.trim || surplus(r)) && job.nrelease < Job::kMax) {
         unlink(r);
         job.release[job.nrelease++] = r;
@@ -505,9 +534,10 @@ size_t SlabArena::trim() noexcept {
   }
 }
 
-ArenaStats SlabArena::stats() const noexcept {
+ArenaStats SlabArena::walk_stats() const noexcept {
+  ArenaStats s = stats();
   LockGuard g(lock_);
-  ArenaStats s = stats_;
+  s.regions = s.advised = s.dense = s.slab_pages = s.purging = s.dirty_pages = 0;
   for (const Region* r = regions_; r != nullptr; r = r->next) {
     s.regions++;
     if (r->advised) s.advised++;
@@ -517,6 +547,25 @@ ArenaStats SlabArena::stats() const noexcept {
     for (size_t i = 0; i < kRegionWords; i++)
       s.dirty_pages += static_cast<size_t>(__builtin_popcountll(r->dirty[i] & ~r->used[i]));
   }
+  return s;
+}
+
+ArenaStats SlabArena::stats() const noexcept {
+  // No lock, no walk: every figure is a counter kept under the lock.
+  ArenaStats s;
+  s.regions = held_;
+  s.advised = stats_.advised;
+  s.dense = stats_.dense;
+  s.slab_pages = stats_.slab_pages;
+  s.dirty_pages = stats_.dirty_pages;
+  s.region_allocs = stats_.region_allocs;
+  s.region_releases = stats_.region_releases;
+  s.lends = stats_.lends;
+  s.returns = stats_.returns;
+  s.purged_pages = stats_.purged_pages;
+  s.prefaults = stats_.prefaults;
+  s.search_steps = stats_.search_steps;
+  s.purging = stats_.purging;
   return s;
 }
 

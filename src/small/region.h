@@ -31,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/counter.h"
 #include "base/lock.h"
 #include "chunk/chunk.h"
 #include "small/prefaulter.h"
@@ -117,7 +118,12 @@ class SlabArena {
   // The most pages a decay step inside an allocator call purges.
   size_t step_pages() const noexcept { return chunks_->options().decay_step_bytes / kPage; }
 
+  // Without the lock (counters kept under it): O(1) however many regions
+  // are held, and never waits for a slab's lending or return.
   ArenaStats stats() const noexcept;
+  // The same figures counted region by region under the lock: what the
+  // counters must always equal (tests).
+  ArenaStats walk_stats() const noexcept;
   void prefork() noexcept { lock_.lock(); }
   void postfork_parent() noexcept { lock_.unlock(); }
   void postfork_child() noexcept { lock_.reinit_after_fork(); }
@@ -144,6 +150,9 @@ class SlabArena {
   void decay_locked(uint64_t now, Job& job, size_t max_pages) noexcept;
   // Whether a region with no slabs left should go back to the chunk layer.
   bool surplus(const Region* r) const noexcept;
+  // After r's used or dirty pages changed: its free dirty pages counted
+  // again, and the arena's dirty_pages moved by the difference.
+  void recount(Region* r) noexcept;
 
   chunk::ChunkLayer* chunks_ = nullptr;
   Prefaulter* prefault_ = nullptr;
@@ -162,8 +171,25 @@ class SlabArena {
   size_t empty_regions_ = 0;   // held regions with no slab
   uint64_t last_decay_ = 0;
   bool backlog_ = false;  // the last decay step stopped at its budget
-  size_t held_ = 0;       // regions held (the length of regions_)
-  ArenaStats stats_;
+  LockedCounter<size_t> held_;  // regions held (the length of regions_)
+  // ArenaStats's figures, kept under the lock and read without it
+  // (stats()): the events, and the sums over the regions held, changed
+  // where a region's pages change hands.
+  struct Counters {
+    LockedCounter<size_t> advised;
+    LockedCounter<size_t> dense;
+    LockedCounter<size_t> slab_pages;   // the regions' live pages
+    LockedCounter<size_t> dirty_pages;  // their free_dirty pages (recount)
+    LockedCounter<size_t> purging;
+    LockedCounter<uint64_t> region_allocs;
+    LockedCounter<uint64_t> region_releases;
+    LockedCounter<uint64_t> lends;
+    LockedCounter<uint64_t> returns;
+    LockedCounter<uint64_t> purged_pages;
+    LockedCounter<uint64_t> prefaults;
+    LockedCounter<uint64_t> search_steps;
+  };
+  Counters stats_;
 };
 
 }  // namespace ductile::small

@@ -1,9 +1,10 @@
 /* No successful call changes errno (C11 7.5: a library function may set it
  * only to report an error; programs such as coreutils read it after calls
- * that succeeded). Linked with libductile, so the first malloc below is the
- * process's first allocation and makes the runtime; then every entry point's
- * success paths: thread-cache creation in a new thread, the background
- * thread's start, each way a block grows, the extended API and mallctl.
+ * that succeeded), and a failed one sets it. Linked with libductile, so the
+ * first malloc below is the process's first allocation and makes the
+ * runtime; then every entry point's success paths: thread-cache creation in
+ * a new thread, the background thread's start, each way a block grows, the
+ * extended API and mallctl; last, failed calls.
  *
  * Exits 0 when every check holds; prints the first failed check otherwise. */
 #include <errno.h>
@@ -156,6 +157,26 @@ int main(void) {
   KEEPS_ERRNO("mallctl arena purge", CHECK(mallctl("arena.0.purge", NULL, NULL, NULL, 0) == 0));
   KEEPS_ERRNO("malloc_trim", (void)malloc_trim(0));
   KEEPS_ERRNO("mallinfo2", (void)mallinfo2());
+
+  /* A failed allocation sets errno, posix_memalign's included: it returns
+   * the error and, as glibc's does, leaves ENOMEM in errno as well
+   * (programs test errno after it). A bad alignment is only returned.
+   * Called through a pointer the compiler cannot see through: GCC takes
+   * posix_memalign, by its name, to leave errno alone, and would read back
+   * the value stored before the call. */
+  int (*volatile memalign_fn)(void**, size_t, size_t) = posix_memalign;
+  p = &v;
+  errno = 4242;
+  CHECK(memalign_fn(&p, 64, SIZE_MAX / 2) == ENOMEM);
+  if (errno != ENOMEM) {
+    fprintf(stderr, "%s:%d: a failed posix_memalign left errno %d (%s), not ENOMEM\n", __FILE__, __LINE__,
+            errno, strerror(errno));
+    failures++;
+  }
+  CHECK(p == &v);
+  KEEPS_ERRNO("posix_memalign with a bad alignment", CHECK(posix_memalign(&p, 24, 8) == EINVAL));
+  errno = 4242;
+  CHECK(malloc(SIZE_MAX / 2) == NULL && errno == ENOMEM);
 
   if (failures) fprintf(stderr, "%d calls changed errno\n", failures);
   return failures ? 1 : 0;

@@ -504,7 +504,8 @@ fi
 # glibc's allocator interface: a preloaded program that asks mallinfo2,
 # malloc_info, malloc_stats or mallopt, or allocates through the __libc_
 # names, gets ductile's answers about ductile's heap, not glibc's about a
-# heap it does not use. mallopt's return values are glibc's.
+# heap it does not use. mallopt's return values are glibc's, but for
+# M_MXFAST, which ductile does not support (0).
 cat >"$work/glibcapi.c" <<'C'
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -526,7 +527,7 @@ static const char *owner(const void *p, size_t size) {
 int main(int argc, char **argv) {
   const char *what = argc > 1 ? argv[1] : "";
   if (!strcmp(what, "mallopt")) {
-    int params[] = {M_MXFAST, M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD, M_MMAP_MAX, M_CHECK_ACTION,
+    int params[] = {M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD, M_MMAP_MAX, M_CHECK_ACTION,
                     M_PERTURB, M_ARENA_TEST, M_ARENA_MAX, 0, 2, 3, 4, 5, -9, 12345, INT_MIN};
     int values[] = {INT_MIN, -1, 0, 1, 64, 160, 161, 4096, 1 << 20, 32 << 20, (32 << 20) + 1, INT_MAX};
     for (unsigned i = 0; i < sizeof params / sizeof *params; i++) {
@@ -535,6 +536,13 @@ int main(int argc, char **argv) {
       printf("\n");
     }
     mallopt(M_PERTURB, 0);
+    return 0;
+  }
+  if (!strcmp(what, "mxfast")) {
+    int values[] = {-1, 0, 1, 64, 160, 161};
+    printf("M_MXFAST:");
+    for (unsigned j = 0; j < sizeof values / sizeof *values; j++) printf(" %d", mallopt(M_MXFAST, values[j]));
+    printf("\n");
     return 0;
   }
   if (!strcmp(what, "threshold")) {
@@ -624,15 +632,18 @@ free_sized: hblks -1'
   else
     fail "mallinfo2 and the __libc_ names" "under ductile:" "$out" "under glibc:" "$plain"
   fi
-  # mallopt: glibc's return value for every parameter.
+  # mallopt: glibc's return value for every parameter but M_MXFAST (0).
   # ductile's mallopt, too: M_MMAP_THRESHOLD moved the huge threshold.
   threshold=$(LD_PRELOAD=$lib "$work/glibcapi" threshold 2>&1)
+  mxfast=$(LD_PRELOAD=$lib "$work/glibcapi" mxfast 2>&1)
   if cmp -s <("$work/glibcapi" mallopt) <(LD_PRELOAD=$lib "$work/glibcapi" mallopt) &&
-    [ "$("$work/glibcapi" mallopt | wc -l)" -eq 17 ] &&
-    [ "$threshold" = "mallopt: 1, huge threshold: 65536, a 100 KiB block is huge" ]; then
-    pass "mallopt returns what glibc returns, and M_MMAP_THRESHOLD sets the huge threshold"
+    [ "$("$work/glibcapi" mallopt | wc -l)" -eq 16 ] &&
+    [ "$threshold" = "mallopt: 1, huge threshold: 65536, a 100 KiB block is huge" ] &&
+    [ "$mxfast" = "M_MXFAST: 0 0 0 0 0 0" ]; then
+    pass "mallopt returns what glibc returns, M_MMAP_THRESHOLD sets the huge threshold, M_MXFAST is refused"
   else
-    fail mallopt "$(diff <("$work/glibcapi" mallopt) <(LD_PRELOAD=$lib "$work/glibcapi" mallopt))" "$threshold"
+    fail mallopt "$(diff <("$work/glibcapi" mallopt) <(LD_PRELOAD=$lib "$work/glibcapi" mallopt))" "$threshold" \
+      "$mxfast"
   fi
   # malloc_stats: ductile's summary, the one DUCTILE_STATS=1 prints.
   LD_PRELOAD=$lib "$work/glibcapi" stats 2>"$work/malloc_stats.err" >/dev/null

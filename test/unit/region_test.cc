@@ -466,6 +466,101 @@ TEST_F(RegionTest, BinsTakeTheirSlabsFromRegions) {
   EXPECT_EQ(chunks_->stats().active, 0u);
 }
 
+// The statistics are counters kept where the state changes, read without
+// the lock: after every step of a random run -- fills and flushes of three
+// classes (a free-list class and two bitmap ones), decay steps as time
+// passes, trims, slabs lent and returned by the arena itself -- they equal
+// the figures counted slab by slab and region by region.
+TEST_F(RegionTest, CountersEqualTheFiguresCountedOneByOne) {
+  constexpr size_t kBins = 3;
+  Bin bins[kBins];
+  const size_t classes[kBins] = {class_of(16), class_of(64), class_of(3000)};
+  for (size_t b = 0; b < kBins; b++) bins[b].init(classes[b], &arena_);
+  std::vector<void*> held[kBins];
+  std::vector<Lent> lent;
+  uint64_t seed = 0x9e3779b97f4a7c15u;
+  auto rnd = [&](uint64_t n) {
+    seed = seed * 6364136223846793005u + 1442695040888963407u;
+    return static_cast<size_t>((seed >> 33) % n);
+  };
+  auto check = [&](int step) {
+    const ArenaStats a = arena_.stats(), w = arena_.walk_stats();
+    ASSERT_EQ(a.regions, w.regions) << step;
+    ASSERT_EQ(a.advised, w.advised) << step;
+    ASSERT_EQ(a.dense, w.dense) << step;
+    ASSERT_EQ(a.slab_pages, w.slab_pages) << step;
+    ASSERT_EQ(a.dirty_pages, w.dirty_pages) << step;
+    ASSERT_EQ(a.purging, w.purging) << step;
+    for (size_t b = 0; b < kBins; b++) {
+      const BinStats s = bins[b].stats(), ws = bins[b].walk_stats();
+      ASSERT_EQ(s.free_objects, ws.free_objects) << step << " class " << classes[b];
+      ASSERT_EQ(s.empty_slabs, ws.empty_slabs) << step << " class " << classes[b];
+      ASSERT_EQ(s.free_objects, s.slabs * kClasses.objects_per_slab[classes[b]] - held[b].size()) << step;
+    }
+  };
+  for (int step = 0; step < 2000; step++) {
+    const size_t b = rnd(kBins);
+    std::vector<void*>& h = held[b];
+    switch (rnd(8)) {
+      case 0:
+      case 1:
+      case 2: {  // a fill
+        std::vector<void*> v(1 + rnd(400));
+        v.resize(bins[b].fill(v.data(), v.size()));
+        for (void* p : v) std::memset(p, 1, 8);
+        h.insert(h.end(), v.begin(), v.end());
+        break;
+      }
+      case 3:
+      case 4: {  // a flush of objects from anywhere in the class
+        std::vector<void*> v;
+        for (size_t n = rnd(h.size() + 1); n > 0; n--) {
+          std::swap(h[rnd(h.size())], h.back());
+          v.push_back(h.back());
+          h.pop_back();
+        }
+        bins[b].flush(v.data(), v.size());
+        break;
+      }
+      case 5:  // time passes; decay steps
+        clock_.advance_ms(rnd(3) * 600);
+        (void)bins[b].decay();
+        (void)arena_.decay(rnd(2) ? SIZE_MAX : arena_.step_pages());
+        break;
+      case 6:  // slabs of the arena's own
+        if (!lent.empty() && rnd(2)) {
+          const size_t n = 1 + rnd(lent.size());
+          arena_.free(lent.data() + lent.size() - n, n);
+          lent.resize(lent.size() - n);
+        } else {
+          Lent l = arena_.alloc(1 + rnd(64));
+          ASSERT_NE(l.extent, nullptr);
+          lent.push_back(l);
+        }
+        break;
+      default:  // trims
+        if (rnd(2)) bins[b].trim();
+        else if (rnd(2)) bins[b].release_surplus();
+        else (void)arena_.trim();
+        break;
+    }
+    check(step);
+    if (HasFatalFailure()) return;
+  }
+  for (size_t b = 0; b < kBins; b++) {
+    bins[b].flush(held[b].data(), held[b].size());
+    held[b].clear();
+    bins[b].trim();
+  }
+  if (!lent.empty()) arena_.free(lent.data(), lent.size());
+  (void)arena_.trim();
+  check(-1);
+  const ArenaStats a = arena_.stats();
+  EXPECT_EQ(a.regions, 0u);
+  EXPECT_EQ(a.slab_pages, 0u);
+  EXPECT_EQ(a.dirty_pages, 0u);
+}
+
 // ---- idle classes: decay steps from other classes' calls, or the background thread
 
 class IdleClassTest : public RegionTest {
