@@ -201,6 +201,7 @@ void HugeLayer::adopt(Extent* e, Span* s, const Fresh& f, size_t usable) noexcep
   s->committed = f.committed;
   s->strays = false;
   s->moved_in = 0;
+  s->far_aligned = false;
   // The first `usable` bytes are the caller's (new, or carried over by a move).
   s->zero_from = f.zero_from > usable ? f.zero_from : usable;
   e->kind = ExtentKind::kHuge;
@@ -391,6 +392,7 @@ void* HugeLayer::alloc(size_t size, size_t align, bool zero, bool growing) noexc
     return nullptr;
   }
   adopt(f.e, s, f, 0);
+  s->far_aligned = align > kHugePage;
   set_usable(f.e, s, usable, zero);
   stats_.allocs.fetch_add(1, std::memory_order_relaxed);
   return ptr(f.e->base);
@@ -465,7 +467,18 @@ void HugeLayer::free(Extent* e) noexcept {
   // written (zero_from) goes back clean: no memset for a zeroed request
   // there, no purge of pages that were never there.
   drop_moved_in(e, s->moved_in);
-  give_back(e, s->committed, s->zero_from, s->strays);
+  if (s->far_aligned && !strict() && !guarded()) {
+    // A block aligned past a huge page sits where its reservation starts
+    // (or at another address few of them have): given back dirty up to
+    // what it wrote, that address starts a piece too small for the next
+    // such block, which took a reservation of its own each time (an
+    // aligned_alloc(2^40, 1) and free in a loop: 1 GiB more address space
+    // a call). Purged, the span is clean and one with the clean space
+    // behind it.
+    chunks_.release(&e, 1);
+  } else {
+    give_back(e, s->committed, s->zero_from, s->strays);
+  }
   free_record(s);
 }
 
@@ -585,6 +598,7 @@ void* HugeLayer::move(Extent* e, Span* s, size_t usable, size_t align, bool zero
   stats_.active_bytes.fetch_sub(e->usable, std::memory_order_relaxed);
   stats_.span_bytes.fetch_sub(e->size, std::memory_order_relaxed);
   adopt(t, s, f, carry);
+  s->far_aligned = align > kHugePage;
   if (path == GrowthPath::kMremap) {
     // Pages moved past the block hold what the old span's held there.
     if (old_zero_from > s->zero_from) s->zero_from = old_zero_from;

@@ -205,6 +205,8 @@ class HugeLayer {
     // [base, base+moved_in) holds pages that alloc_from moved in: a mapping
     // of their own, mapped afresh when the span goes back (drop_moved_in).
     size_t moved_in = 0;
+    // Aligned past a huge page: its span goes back purged (see free).
+    bool far_aligned = false;
     Span* next = nullptr;  // free list
   };
   struct Fresh {

@@ -170,6 +170,36 @@ TEST_F(HugeTest, AlignmentsUpToLargePowersOfTwo) {
   expect_empty();
 }
 
+// A block aligned past its reservation's size sits at the reservation's
+// start. Freed, its span goes back purged, one with the clean space behind
+// it, so that the next such block finds that address again -- also among
+// many dirty extents, which the dirty block's few pages used to be lost
+// among (every such block took a reservation of its own).
+TEST_F(HugeTest, ABlockAlignedPastItsReservationFindsItsAddressAgain) {
+  constexpr size_t kAlign = size_t{1} << 32;
+  std::vector<void*> keep, gaps;
+  for (int i = 0; i < 40; i++) {  // dirty extents apart from each other
+    void* p = alloc(4 * kMiB);
+    fill(p, 4 * kMiB, 'g');
+    (i % 2 ? keep : gaps).push_back(p);
+  }
+  for (void* p : gaps) free(p);
+  void* a = alloc(100, kAlign);
+  ASSERT_TRUE(is_aligned(addr(a), kAlign));
+  const size_t reserved = chunks_->stats().reserved;
+  for (int i = 0; i < 4; i++) {
+    fill(a, 100, 'a');
+    free(a);
+    void* b = alloc(100, kAlign);
+    EXPECT_EQ(b, a) << i;
+    a = b;
+  }
+  EXPECT_EQ(chunks_->stats().reserved, reserved);
+  free(a);
+  for (void* p : keep) free(p);
+  expect_empty();
+}
+
 TEST_F(HugeTest, SizesBeyondWhatMallocMayGiveAreRefused) {
   EXPECT_EQ(HugeLayer::size_for(SIZE_MAX), 0u);
   EXPECT_EQ(HugeLayer::size_for(static_cast<size_t>(PTRDIFF_MAX) + 1), 0u);
