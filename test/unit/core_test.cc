@@ -431,7 +431,11 @@ TEST(Realloc, AMediumBlockGrownIntoTheHugeRangeBringsItsPages) {
     fill(p, kMiB / 2, 9);
     q = grow(p, 2 * kMiB);
     ASSERT_NE(q, nullptr);
-    EXPECT_EQ(test::resident_pages(q, 2 * kMiB), kMiB / 2 / kPage) << rallocx;
+    // (Its half, or the whole block where the kernel's THP mode is always
+    // and the writes made a huge page of the old range; not the 2 MiB the
+    // copy made resident.)
+    EXPECT_GE(test::resident_pages(q, 2 * kMiB), kMiB / 2 / kPage) << rallocx;
+    EXPECT_LE(test::resident_pages(q, 2 * kMiB), kMiB / kPage) << rallocx;
     EXPECT_TRUE(check(q, kMiB / 2, 9));
     ductile_free(q);
   }
