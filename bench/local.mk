@@ -48,6 +48,20 @@ bench_rss_per_block_CPPFLAGS =
 bench_rss_per_block_CFLAGS = -Wall -Wextra
 bench_rss_per_block_LDADD =
 
+# Resident memory after medium blocks grow into the huge range, untouched or
+# written: `make compare-realloc-rss` (seconds).
+EXTRA_PROGRAMS += bench/realloc_rss
+CLEANFILES += bench/realloc_rss
+bench_realloc_rss_SOURCES = bench/realloc_rss.c
+bench_realloc_rss_CPPFLAGS =
+bench_realloc_rss_CFLAGS = -Wall -Wextra
+bench_realloc_rss_LDADD =
+
+REALLOC_RSS_FLAGS =
+.PHONY: compare-realloc-rss
+compare-realloc-rss: bench/realloc_rss $(lib_LTLIBRARIES)
+	BUILD_DIR=$(abs_top_builddir) bash $(srcdir)/bench/compare-realloc-rss.sh $(REALLOC_RSS_FLAGS)
+
 # `make compare-small` runs glibc, jemalloc, mimalloc, tcmalloc and ductile
 # side by side (about 3 minutes); COMPARE_SMALL_FLAGS=--quick for a short run.
 COMPARE_SMALL_FLAGS =

@@ -66,7 +66,7 @@ test_unit_small_test_LDADD = $(ductile_test_ldadd)
 
 # Links the allocator's objects into the test program: ductile is the
 # allocator of the whole test process.
-test_unit_core_test_SOURCES = test/unit/core_test.cc test/support/patterns.h
+test_unit_core_test_SOURCES = test/unit/core_test.cc test/support/maps.h test/support/patterns.h
 test_unit_core_test_CPPFLAGS = $(ductile_test_cppflags)
 test_unit_core_test_CXXFLAGS = $(ductile_test_cxxflags)
 test_unit_core_test_LDFLAGS = $(ductile_test_ldflags)

@@ -229,10 +229,14 @@ bool ChunkLayer::commit_carved(Extent* e, size_t commit) noexcept {
 }
 
 bool ChunkLayer::reserve_more(size_t size, size_t align, Space space) noexcept {
-  size_t extra = align > kHugePage ? align : 0;
-  size_t want = align_up(size, kHugePage);
-  if (want == 0 || want + extra < want) return false;
-  want += extra;
+  // A larger alignment costs no address space held: the hint is aligned
+  // to it, and where the kernel places the reservation instead, reserve()
+  // maps it over-sized for the alignment and unmaps the ends at once. (It
+  // used to be reserved here too, and kept: aligned_alloc(2^40, 1) held
+  // 1 TiB, and a few alignments near 2^46 would have taken the address
+  // space.)
+  const size_t want = align_up(size, kHugePage);
+  if (want == 0) return false;
   const size_t hint_align = align > kHugePage ? align : kHugePage;
   // The usual size first; if the kernel refuses it (RLIMIT_AS, or a
   // fragmented address space), just what this request needs.
@@ -280,7 +284,8 @@ bool ChunkLayer::reserve(size_t res, size_t hint_align, Space space) noexcept {
   if (base == 0) {
     // Every hint was taken: let the kernel place it, over-sized so that an
     // aligned piece fits, and give the ends back.
-    size_t over = res + hint_align;
+    const size_t over = res + hint_align;
+    if (over < res) return false;
     void* p = os_.reserve(over);
     if (p == nullptr) return false;
     base = align_up(addr(p), hint_align);

@@ -905,6 +905,21 @@ bool grows_huge(const Extent* e, size_t old, size_t size) {
   return size > old && size >= threshold / 2 && size < threshold;
 }
 
+// Whether the medium block e (usable size `old`), grown to `size` aligned
+// to `align`, becomes a huge block that may take over its pages rather than
+// a copy of them (huge: alloc_from, which moves them onto a clean span): a
+// block of half a huge page or more in plain space (an untouched 1 MiB
+// block copied into its new block's huge page made 2 MiB resident for
+// nothing). Below half a huge page the copy is small, and the moved pages
+// would leave most of the huge page the block starts in to 4 KiB faults; a
+// dense block (grows_huge) was written as it grew, and lies in huge pages
+// that moving part of one would split. A sampled block keeps its own path.
+bool brings_pages(const Extent* e, size_t old, size_t size, size_t align) {
+  if (e->kind != ExtentKind::kMedium || e->space != chunk::Space::kPlain || e->size < kHugePage / 2) return false;
+  if (kProf && e->sample != nullptr) return false;
+  return size > old && align <= kHugePage && place(size, align).kind == Placement::kHuge;
+}
+
 // realloc (`exact` false) and rallocx (`exact` true, where the block is left
 // with exactly the usable size nallocx(size, flags) answers: a shrinking
 // medium block shrinks in place or moves, as in jemalloc).
@@ -998,10 +1013,17 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
         return p;
     }
   }
-  void* q = to_huge ? rt().huge.alloc(size, kPage, zero, true) : nullptr;
+  bool moved = false;  // e's pages are the new block's (huge: alloc_from)
+  void* q = nullptr;
+  if (e != nullptr && brings_pages(e, old, size, align)) q = rt().huge.alloc_from(e, size, zero, &moved);
+  else if (to_huge) q = rt().huge.alloc(size, kPage, zero, true);
   if (q != nullptr) count_bytes(huge::HugeLayer::size_for(size), 0);
   else q = alloc_impl(size, align, zero, cached, size > old);
   if (q == nullptr) return nullptr;  // the old block is intact
+  if (moved) {
+    count_bytes(0, old);
+    return q;
+  }
   std::memcpy(q, p, old < size ? old : size);
   if (e) dealloc_extent(p, e, cached);
   return q;

@@ -200,6 +200,8 @@ HugeLayer::Fresh HugeLayer::take_span_strict(size_t usable, size_t align, size_t
 void HugeLayer::adopt(Extent* e, Span* s, const Fresh& f, size_t usable) noexcept {
   s->committed = f.committed;
   s->strays = false;
+  s->moved_in = 0;
+  s->far_aligned = false;
   // The first `usable` bytes are the caller's (new, or carried over by a move).
   s->zero_from = f.zero_from > usable ? f.zero_from : usable;
   e->kind = ExtentKind::kHuge;
@@ -263,6 +265,20 @@ bool HugeLayer::lift_guards(Extent* e, size_t committed, bool strays, size_t fro
     to = committed + kPage;
   }
   return from >= to || chunks_.os().unguard(ptr(e->base + from), to - from);
+}
+
+void HugeLayer::drop_moved_in(Extent* e, size_t moved_in) noexcept {
+  if (moved_in == 0) return;
+  // Marked as holding moved-in pages instead, the whole span would be kept
+  // apart from its neighbours, and every growth over any part of it later
+  // would map that part afresh: a buffer grown the same way round after
+  // round faulted its pages again every round (a vector doubling to 512
+  // MiB: 255 huge pages a round, where it had none to fault).
+  const size_t n = moved_in < e->size ? moved_in : e->size;
+  if (chunks_.os().map_fresh(ptr(e->base), n) &&
+      (!advised(e->space) || chunks_.os().advise_huge(ptr(e->base), n)))
+    return;
+  chunks_.mark_remapped(e);
 }
 
 void HugeLayer::give_back(Extent* e, size_t committed, size_t zero_from, bool strays) noexcept {
@@ -376,6 +392,66 @@ void* HugeLayer::alloc(size_t size, size_t align, bool zero, bool growing) noexc
     return nullptr;
   }
   adopt(f.e, s, f, 0);
+  s->far_aligned = align > kHugePage;
+  set_usable(f.e, s, usable, zero);
+  stats_.allocs.fetch_add(1, std::memory_order_relaxed);
+  return ptr(f.e->base);
+}
+
+void* HugeLayer::alloc_from(Extent* from, size_t size, bool zero, bool* moved) noexcept {
+  DUCTILE_CHECK(from != nullptr && from->state == chunk::ExtentState::kActive && moved != nullptr);
+  *moved = false;
+  const size_t usable = size_for(size);
+  if (usable == 0 || from->size > usable || from->usable > from->size) return nullptr;
+  // Under strict overcommit or with guard pages a span is the block's exact
+  // pages, its headroom uncommitted or guarded: the move past the old pages
+  // that keeps the huge page whole would undo that.
+  if (strict() || guarded()) return alloc(size, kPage, zero, true);
+  // From the mremap to the chunk layer's refill of the old range, and from
+  // taking the span to adopting it, the layers disagree: in flight.
+  const InFlight gate;
+  Span* s = new_record();
+  if (s == nullptr) return nullptr;
+  Fresh f = take_span(usable, kPage, true);
+  if (f.e == nullptr) {
+    free_record(s);
+    return nullptr;
+  }
+  Extent* t = f.e;
+  // The pages go to the span's start together with the rest of the huge
+  // pages they begin (the target's new pages, fresh: they read as zero):
+  // the moved range is a mapping of its own, never merged with its
+  // neighbours, and a huge page it ended in the middle of could never be a
+  // transparent one -- untouched, it is one at its first write.
+  size_t len = align_up(from->size, kHugePage);
+  if (len > t->size) len = from->size;
+  if (f.zero_from == 0 &&
+      chunks_.os().remap(ptr(from->base), from->size, len, os::RemapMode::kFixed, ptr(t->base)) != nullptr) {
+    // [0, from->size) holds the old block's pages, [from->size, len) is
+    // new, and the rest of the span came clean.
+    Fresh in = f;
+    in.zero_from = from->size;
+    adopt(t, s, in, from->usable);
+    // The pages brought their old mapping's flags: advised like the space
+    // they are in now, or they would split its mapping.
+    if (advised(t->space) && !advised(from->space)) (void)chunks_.os().advise_huge(ptr(t->base), len);
+    chunks_.refill(from);
+    s->moved_in = len;
+    *moved = true;
+  } else {
+    if (f.zero_from == 0 && !restore_target(t, len)) {
+      // The refused mremap left the target in an unknown state: dropped
+      // (unmapping a hole is harmless), and the copy goes to another span.
+      (void)chunks_.os().unmap(ptr(t->base), t->size);
+      chunks_.forget(t);
+      f = take_span(usable, kPage, true);
+      if (f.e == nullptr) {
+        free_record(s);
+        return nullptr;
+      }
+    }
+    adopt(f.e, s, f, 0);
+  }
   set_usable(f.e, s, usable, zero);
   stats_.allocs.fetch_add(1, std::memory_order_relaxed);
   return ptr(f.e->base);
@@ -390,7 +466,19 @@ void HugeLayer::free(Extent* e) noexcept {
   // The span past `committed` (strict overcommit) or past what was ever
   // written (zero_from) goes back clean: no memset for a zeroed request
   // there, no purge of pages that were never there.
-  give_back(e, s->committed, s->zero_from, s->strays);
+  drop_moved_in(e, s->moved_in);
+  if (s->far_aligned && !strict() && !guarded()) {
+    // A block aligned past a huge page sits where its reservation starts
+    // (or at another address few of them have): given back dirty up to
+    // what it wrote, that address starts a piece too small for the next
+    // such block, which took a reservation of its own each time (an
+    // aligned_alloc(2^40, 1) and free in a loop: 1 GiB more address space
+    // a call). Purged, the span is clean and one with the clean space
+    // behind it.
+    chunks_.release(&e, 1);
+  } else {
+    give_back(e, s->committed, s->zero_from, s->strays);
+  }
   free_record(s);
 }
 
@@ -506,9 +594,11 @@ void* HugeLayer::move(Extent* e, Span* s, size_t usable, size_t align, bool zero
   const size_t old_committed = s->committed;
   const size_t old_zero_from = s->zero_from;
   const bool old_strays = s->strays;
+  const size_t old_moved_in = s->moved_in;
   stats_.active_bytes.fetch_sub(e->usable, std::memory_order_relaxed);
   stats_.span_bytes.fetch_sub(e->size, std::memory_order_relaxed);
   adopt(t, s, f, carry);
+  s->far_aligned = align > kHugePage;
   if (path == GrowthPath::kMremap) {
     // Pages moved past the block hold what the old span's held there.
     if (old_zero_from > s->zero_from) s->zero_from = old_zero_from;
@@ -518,6 +608,7 @@ void* HugeLayer::move(Extent* e, Span* s, size_t usable, size_t align, bool zero
     chunks_.mark_remapped(t);
     chunks_.refill(e);
   } else {
+    drop_moved_in(e, old_moved_in);
     give_back(e, old_committed, old_zero_from, old_strays);
   }
   set_usable(t, s, usable, zero);

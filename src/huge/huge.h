@@ -10,6 +10,9 @@
 //                   (page tables move, bytes don't);
 //   5. kCopy      — allocate, copy, free.
 // resize_in_place() tries 1-3 only (xallocx); resize() all five (realloc, rallocx).
+// alloc_from() makes a huge block out of a medium block that realloc grows
+// into the huge range: onto a clean span its pages move by mremap (no
+// untouched page of it is made resident), onto recycled pages it is copied.
 //
 // The span: an extent of kind kHuge whose `usable` bytes are the block (a
 // page multiple) and whose `owner` is the layer's Span record. Spans start
@@ -138,6 +141,24 @@ class HugeLayer {
   // `growing`: a block that grows (realloc of a smaller one): densely used,
   // it goes to huge-page space (see space_for).
   [[nodiscard]] void* alloc(size_t size, size_t align, bool zero, bool growing = false) noexcept;
+  // A growing block of at least `size` bytes (as alloc's with `growing`)
+  // for the contents of `from`: an active extent an upper layer hands over
+  // (a medium block that realloc grows into the huge range, at most `size`
+  // bytes), whose first from->usable bytes are the block's. Where the new
+  // span comes clean (fresh or purged: nothing of it resident), from's pages
+  // move to its start by mremap, with the rest of the huge page they begin
+  // (one mapping, which can be a transparent huge page), from's range goes
+  // back to the chunk layer, mapped afresh, as clean free space, and
+  // `*moved` is set: no byte is copied, and no untouched page of the old
+  // block is faulted in (a copy wrote them into the new block's huge page:
+  // 2 MiB resident for an untouched 1 MiB block). Where the span is
+  // recycled pages, still resident, `*moved` stays false and the caller
+  // copies and frees `from`: a move would drop those pages for fresh ones
+  // (a block that grows the same way round after round would fault every
+  // round). nullptr, with `from` untouched, where there is no span.
+  // Under strict overcommit or with guard pages (spans of exact pages) the
+  // pages never move.
+  [[nodiscard]] void* alloc_from(chunk::Extent* from, size_t size, bool zero, bool* moved) noexcept;
   // Frees a block this layer handed out (`e` is chunks.lookup(p), kind kHuge).
   void free(chunk::Extent* e) noexcept;
   // The bytes the block may use (what malloc_usable_size reports).
@@ -181,6 +202,11 @@ class HugeLayer {
     // at `committed` (a refused lift left it there), so lifts cover the
     // whole range in question rather than the guard page alone.
     bool strays = false;
+    // [base, base+moved_in) holds pages that alloc_from moved in: a mapping
+    // of their own, mapped afresh when the span goes back (drop_moved_in).
+    size_t moved_in = 0;
+    // Aligned past a huge page: its span goes back purged (see free).
+    bool far_aligned = false;
     Span* next = nullptr;  // free list
   };
   struct Fresh {
@@ -229,6 +255,11 @@ class HugeLayer {
   // Hardened mode under strict overcommit: guards what growth added to the
   // span past `old_end`; refused, gives it back to the chunk layer.
   bool guard_added(chunk::Extent* e, Span* s, uintptr_t old_end) noexcept;
+  // Before the span goes back to the chunk layer: maps the pages alloc_from
+  // moved in afresh, so that the span is one mapping with its neighbours
+  // again (failing that, the chunk layer is told it holds moved-in pages).
+  // `moved_in`: the span's Span::moved_in.
+  void drop_moved_in(chunk::Extent* e, size_t moved_in) noexcept;
   // Frees the span to the chunk layer (lifting its guard first in normal
   // overcommit mode, whose free space is read/write). `strays`: Span::strays.
   void give_back(chunk::Extent* e, size_t committed, size_t zero_from, bool strays) noexcept;

@@ -551,6 +551,85 @@ TEST(MallocFamily, OverflowingAndMisalignedRequests) {
   free(a);
 }
 
+// The bytes of every mapping the process has: its address space.
+size_t mapped_bytes() {
+  std::FILE* f = std::fopen("/proc/self/maps", "r");
+  if (f == nullptr) return 0;
+  size_t n = 0;
+  unsigned long a = 0, b = 0;
+  char line[512];
+  while (std::fgets(line, sizeof line, f) != nullptr)
+    if (std::sscanf(line, "%lx-%lx", &a, &b) == 2) n += b - a;
+  std::fclose(f);
+  return n;
+}
+
+// A block aligned past the huge page holds the address space of its size,
+// not of its alignment: aligned_alloc(2^40, 1) used to reserve 1 TiB and
+// keep it, and a few calls near 2^46 would have used up the address space.
+// Every entry point that takes an alignment, and rallocx to one.
+TEST(MallocFamily, AHugeAlignmentHoldsNoAddressSpaceForItself) {
+  constexpr size_t kTiB = size_t{1} << 40;
+  constexpr size_t kBound = size_t{4} << 30;  // a reservation (1 GiB) and change
+  const size_t before = mapped_bytes();
+  ASSERT_GT(before, 0u);
+  auto expect_bounded = [&](void* p, const char* what) {
+    ASSERT_NE(p, nullptr) << what;
+    EXPECT_TRUE(is_aligned(addr(p), kTiB)) << what;
+    EXPECT_LT(mapped_bytes() - before, kBound) << what;
+    fill(p, 100, 4);
+    EXPECT_TRUE(check(p, 100, 4)) << what;
+  };
+  void* p = aligned_alloc(opaque(kTiB), 1);
+  expect_bounded(p, "aligned_alloc");
+  free(p);
+  p = memalign(opaque(kTiB), 100);
+  expect_bounded(p, "memalign");
+  free(p);
+  p = nullptr;
+  ASSERT_EQ(posix_memalign(&p, kTiB, 100), 0);
+  expect_bounded(p, "posix_memalign");
+  free(p);
+  p = ductile_mallocx(100, MALLOCX_ALIGN(kTiB));
+  expect_bounded(p, "mallocx");
+  void* q = ductile_rallocx(p, 5000, MALLOCX_ALIGN(kTiB));
+  expect_bounded(q, "rallocx");
+  ductile_dallocx(q, 0);
+  void* m = malloc(100);
+  fill(m, 100, 4);
+  q = ductile_rallocx(m, 100, MALLOCX_ALIGN(kTiB));
+  expect_bounded(q, "rallocx of a small block");
+  ductile_dallocx(q, 0);
+  EXPECT_LT(mapped_bytes() - before, kBound);
+}
+
+// An alignment that no address of the process can have fails as glibc's
+// impossible requests do: ENOMEM, the old block intact.
+TEST(MallocFamily, AnImpossibleAlignmentFailsWithEnomem) {
+  for (size_t align : {size_t{1} << 62, size_t{1} << 63}) {
+    errno = 0;
+    EXPECT_EQ(aligned_alloc(opaque(align), 1), nullptr) << align;
+    EXPECT_EQ(errno, ENOMEM) << align;
+    errno = 0;
+    EXPECT_EQ(memalign(opaque(align), 1), nullptr) << align;
+    EXPECT_EQ(errno, ENOMEM) << align;
+    void* q = &errno;
+    errno = 0;
+    EXPECT_EQ(posix_memalign(&q, align, 1), ENOMEM) << align;
+    EXPECT_EQ(q, &errno) << align;  // untouched
+    EXPECT_EQ(errno, 0) << align;   // reported through the result
+    errno = 0;
+    EXPECT_EQ(ductile_mallocx(1, MALLOCX_ALIGN(align)), nullptr) << align;
+    EXPECT_EQ(errno, ENOMEM) << align;
+    void* p = ductile_mallocx(3 * kMiB, 0);
+    ASSERT_NE(p, nullptr);
+    fill(p, 3 * kMiB, 6);
+    EXPECT_EQ(ductile_rallocx(p, 4 * kMiB, MALLOCX_ALIGN(align)), nullptr) << align;
+    EXPECT_TRUE(check(p, 3 * kMiB, 6));
+    ductile_dallocx(p, 0);
+  }
+}
+
 // ---- the ABI's alignment ------------------------------------------------
 
 // The x86-64 ABI gives malloc'd memory alignof(max_align_t) = 16 bytes, and

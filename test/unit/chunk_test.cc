@@ -914,6 +914,36 @@ TEST_F(ChunkTest, OccupiedHintsAreSkipped) {
   layer.free(e);
 }
 
+// An alignment past the huge page holds no address space for itself: the
+// reservation is placed at an address of that alignment and is what the
+// request needs; where the kernel places it instead (every hint occupied),
+// the over-sized mapping's ends go back at once. (The alignment used to be
+// reserved on top, and kept: 64 GiB for this one.)
+TEST_F(ChunkTest, ALargeAlignmentReservesNoAddressSpaceForItself) {
+  make(4 * kMiB);
+  constexpr size_t kAlign = size_t{1} << 36;
+  Extent* e = alloc(kPage, kAlign);
+  ASSERT_NE(e, nullptr);
+  EXPECT_TRUE(is_aligned(e->base, kAlign));
+  EXPECT_EQ(chunks_->stats().reserved, 4 * kMiB);
+  // Every hint occupied: the kernel places it.
+  kernel_.reset_calls();
+  kernel_.fail(Sys::kMmap, EEXIST, 4);
+  Extent* f = alloc(kPage, kAlign);
+  ASSERT_NE(f, nullptr);
+  EXPECT_TRUE(is_aligned(f->base, kAlign));
+  EXPECT_EQ(chunks_->stats().reserved, 8 * kMiB);
+  size_t over = 0, unmapped = 0;
+  for (const auto& c : kernel_.calls()) {
+    if (c.sys == Sys::kMmap && c.len > 4 * kMiB) over += c.len;
+    if (c.sys == Sys::kMunmap) unmapped += c.len;
+  }
+  EXPECT_EQ(over, 4 * kMiB + kAlign);
+  EXPECT_EQ(unmapped, kAlign);
+  chunks_->free(e);
+  chunks_->free(f);
+}
+
 TEST_F(ChunkTest, StrictOvercommitCommitsOnlyWhatIsHandedOut) {
   kernel_.overcommit = "2\n";
   make();

@@ -170,6 +170,36 @@ TEST_F(HugeTest, AlignmentsUpToLargePowersOfTwo) {
   expect_empty();
 }
 
+// A block aligned past its reservation's size sits at the reservation's
+// start. Freed, its span goes back purged, one with the clean space behind
+// it, so that the next such block finds that address again -- also among
+// many dirty extents, which the dirty block's few pages used to be lost
+// among (every such block took a reservation of its own).
+TEST_F(HugeTest, ABlockAlignedPastItsReservationFindsItsAddressAgain) {
+  constexpr size_t kAlign = size_t{1} << 32;
+  std::vector<void*> keep, gaps;
+  for (int i = 0; i < 40; i++) {  // dirty extents apart from each other
+    void* p = alloc(4 * kMiB);
+    fill(p, 4 * kMiB, 'g');
+    (i % 2 ? keep : gaps).push_back(p);
+  }
+  for (void* p : gaps) free(p);
+  void* a = alloc(100, kAlign);
+  ASSERT_TRUE(is_aligned(addr(a), kAlign));
+  const size_t reserved = chunks_->stats().reserved;
+  for (int i = 0; i < 4; i++) {
+    fill(a, 100, 'a');
+    free(a);
+    void* b = alloc(100, kAlign);
+    EXPECT_EQ(b, a) << i;
+    a = b;
+  }
+  EXPECT_EQ(chunks_->stats().reserved, reserved);
+  free(a);
+  for (void* p : keep) free(p);
+  expect_empty();
+}
+
 TEST_F(HugeTest, SizesBeyondWhatMallocMayGiveAreRefused) {
   EXPECT_EQ(HugeLayer::size_for(SIZE_MAX), 0u);
   EXPECT_EQ(HugeLayer::size_for(static_cast<size_t>(PTRDIFF_MAX) + 1), 0u);
@@ -972,6 +1002,123 @@ TEST_F(HugeTest, MovedBlockIsAdvisedAndBothRangesAreMappedAfresh) {
   EXPECT_FALSE(f->remapped);
   free(a);
   free(busy);
+  expect_empty();
+}
+
+// A medium block of the core's (here an extent from plain space) that
+// realloc grows into the huge range: its pages move into the new block's
+// span with one mremap -- with the rest of the huge page they begin, one
+// mapping advised as its space -- and its range is mapped afresh as clean
+// free space. Nothing is copied: only the pages it had are resident in the
+// new block (a copy wrote the untouched ones into the block's huge page).
+TEST_F(HugeTest, AMediumBlocksPagesMoveIntoANewBlock) {
+  Extent* m = chunks_->alloc(kMiB).extent;
+  ASSERT_NE(m, nullptr);
+  ASSERT_EQ(m->space, chunk::Space::kPlain);
+  m->kind = chunk::ExtentKind::kMedium;
+  m->usable = kMiB;
+  auto* old = static_cast<unsigned char*>(ptr(m->base));
+  fill(old, kPage, 'a');
+  fill(old + kMiB / 2, kPage, 'b');
+  kernel_.reset_calls();
+  bool moved = false;
+  auto* q = static_cast<unsigned char*>(huge_->alloc_from(m, 2 * kMiB, false, &moved));
+  ASSERT_NE(q, nullptr);
+  ASSERT_TRUE(moved);
+  auto calls = kernel_.calls();
+  ASSERT_EQ(kernel_.count(Sys::kMremap), 1u);
+  for (const auto& c : calls)
+    if (c.sys == Sys::kMremap) EXPECT_EQ(c.addr, old);
+  Extent* t = extent(q);
+  EXPECT_EQ(t->usable, 2 * kMiB);
+  EXPECT_EQ(t->size, huge_->span_for(2 * kMiB, true));  // a growing block's headroom
+  EXPECT_EQ(t->space, chunk::Space::kHuge);
+  auto v = advice_calls(kernel_);
+  ASSERT_FALSE(v.empty());
+  EXPECT_EQ(v.back().addr, q);  // the pages moved in, and the rest of their huge page
+  EXPECT_EQ(v.back().len, kHugePage);
+  // The two written pages (or, where the system's THP mode is always and
+  // the writes made a huge page of the old range, its 1 MiB of it): not
+  // the 2 MiB a copy into the huge page made resident.
+  EXPECT_GE(test::resident_pages(q, 2 * kMiB), 2u);
+  EXPECT_LE(test::resident_pages(q, 2 * kMiB), kMiB / kPage);
+  EXPECT_TRUE(holds(q, kPage, 'a'));
+  EXPECT_TRUE(holds(q + kMiB / 2, kPage, 'b'));
+  EXPECT_TRUE(all_zero(q + kPage, kMiB / 2 - kPage));
+  EXPECT_TRUE(all_zero(q + kMiB / 2 + kPage, 2 * kMiB - kMiB / 2 - kPage));
+  // The old range is free, clean and mapped again.
+  Extent* o = chunks_->lookup(old);
+  ASSERT_NE(o, nullptr);
+  EXPECT_EQ(o->state, chunk::ExtentState::kClean);
+  EXPECT_EQ(test::resident_pages(old, kMiB), 0u);
+  expect_consistent();
+  // The next doublings take the headroom in place.
+  fill(q, 2 * kMiB, 'c');
+  ASSERT_EQ(huge_->resize(t, 4 * kMiB, kPage, false), q);
+  ASSERT_EQ(huge_->resize(t, 8 * kMiB, kPage, false), q);
+  EXPECT_EQ(growth(GrowthPath::kHeadroom), 2u);
+  EXPECT_TRUE(holds(q, 2 * kMiB, 'c'));
+  // Freed, the moved-in pages are mapped afresh, and the span goes back as
+  // any other: not kept apart, so that growth over it later keeps its pages.
+  const uintptr_t tbase = t->base;
+  kernel_.reset_calls();
+  free(q);
+  bool fresh = false;
+  for (const auto& c : kernel_.calls())
+    if (c.sys == Sys::kMmap && c.addr == q && c.len == kHugePage) fresh = true;
+  EXPECT_TRUE(fresh);
+  Extent* f = chunks_->lookup(ptr(tbase));
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->state, chunk::ExtentState::kDirty);
+  EXPECT_FALSE(f->remapped);
+  expect_empty();
+}
+
+// On recycled pages, still resident, the new block is for a copy: a move
+// would drop them for fresh ones, and a block that grows the same way
+// round after round would fault every round. So where the kernel refuses
+// the mremap, and in hardened mode (a span of exact pages and its guard).
+// The medium block is the caller's as it was, to copy and free.
+TEST_F(HugeTest, AMediumBlockIsCopiedOntoRecycledPagesOrWhereItCannotMove) {
+  Extent* m = chunks_->alloc(kMiB).extent;
+  ASSERT_NE(m, nullptr);
+  m->kind = chunk::ExtentKind::kMedium;
+  m->usable = kMiB;
+  fill(ptr(m->base), kMiB, 'm');
+  auto expect_copy = [&](HugeLayer& layer, const char* why) {
+    kernel_.reset_calls();
+    bool moved = true;
+    void* q = layer.alloc_from(m, 2 * kMiB, false, &moved);
+    ASSERT_NE(q, nullptr) << why;
+    EXPECT_FALSE(moved) << why;
+    EXPECT_EQ(chunks_->lookup(ptr(m->base)), m) << why;
+    EXPECT_EQ(m->state, chunk::ExtentState::kActive) << why;
+    EXPECT_TRUE(holds(ptr(m->base), kMiB, 'm')) << why;
+    Extent* t = chunks_->lookup(q);
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(t->usable, 2 * kMiB) << why;
+    EXPECT_FALSE(t->remapped) << why;
+    fill(q, 2 * kMiB, 'q');
+    layer.free(t);
+  };
+  // A freed block's pages: the next span starts on them.
+  void* d = huge_->alloc(2 * kMiB, kPage, false, true);
+  ASSERT_NE(d, nullptr);
+  fill(d, 2 * kMiB, 'd');
+  free(d);
+  expect_copy(*huge_, "recycled");
+  EXPECT_EQ(kernel_.count(Sys::kMremap), 0u);
+  ASSERT_EQ(chunks_->trim(), 2 * kMiB);  // clean now
+  kernel_.fail(Sys::kMremap, ENOMEM);
+  expect_copy(*huge_, "mremap refused");
+  EXPECT_EQ(kernel_.count(Sys::kMremap), 1u);
+  huge::Options o;
+  o.guard = true;
+  ASSERT_GT(chunks_->trim(), 0u);
+  HugeLayer guarded(*chunks_, o);
+  expect_copy(guarded, "guarded");
+  EXPECT_EQ(kernel_.count(Sys::kMremap), 0u);
+  chunks_->free(m);
   expect_empty();
 }
 
