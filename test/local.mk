@@ -284,6 +284,14 @@ test_integration_signal_fork_prog_SOURCES = test/integration/signal_fork_prog.c 
 test_integration_signal_fork_prog_LDADD = libductile.la
 TESTS += test/integration/signal_fork_prog
 
+# Idle threads' cached medium blocks go back to the kernel; busy ones keep theirs.
+check_PROGRAMS += test/integration/idle_cache_prog
+test_integration_idle_cache_prog_SOURCES = test/integration/idle_cache_prog.c test/integration/prog_check.h
+test_integration_idle_cache_prog_CFLAGS = -pthread
+test_integration_idle_cache_prog_LDFLAGS = -pthread
+test_integration_idle_cache_prog_LDADD = libductile.la
+TESTS += test/integration/idle_cache_prog
+
 # Bad frees, fork while other threads are inside the allocator, many
 # threads on few cores (the allocator's objects linked in, as core_test).
 check_PROGRAMS += test/unit/hardening_test

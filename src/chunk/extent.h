@@ -67,9 +67,14 @@ struct Extent {
   // and the bytes the block may use (a medium block's class size; a huge
   // block's size, the rest of the span being headroom).
   ExtentKind kind = ExtentKind::kNone;
-  // A medium block freed into a thread cache, not handed out since: its
-  // free found it set already (a double free), the hand-out clears it.
-  bool cached = false;
+  // A medium block in a thread cache: 0 while it is not (live, or not a
+  // medium block), kCachedFresh when a cache takes it, aged step by step
+  // by the collector up to kCachedPurged (core: the idle caches'
+  // collection). A free that finds it non-zero is a double free; the
+  // hand-out clears it. `purging`: the collector is purging its pages (the
+  // hand-out waits). Both accessed with atomic builtins.
+  uint8_t cached = 0;
+  uint8_t purging = 0;
   uint16_t size_class = 0;
   void* owner = nullptr;
   size_t usable = 0;

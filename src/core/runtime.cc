@@ -206,7 +206,11 @@ void* medium_from_chunks(size_t cls, size_t align, bool zero, bool tagged = true
   if (a.extent == nullptr) return nullptr;
   Extent* e = a.extent;
   e->kind = ExtentKind::kMedium;
-  e->cached = false;
+  e->cached = 0;
+  e->purging = 0;
+  // Medium blocks end up in thread caches, which the background thread
+  // collects (collect_cached_medium): their bytes ring its doorbell.
+  rt().chunks.note_retained(e->size);
   e->size_class = static_cast<uint16_t>(cls);
   e->usable = size;
   if (tagged) rt().chunks.tag_first_page(e, small::free_tag(cls));
@@ -277,17 +281,13 @@ void flush_objects(size_t cls, void** items, size_t n, bool release) {
   Extent* batch[os::kPurgeBatch];
   size_t k = 0;
   for (size_t i = 0; i < n; i++) {
-    Extent* e = rt().chunks.lookup(items[i]);
+    Extent* e = static_cast<Extent*>(items[i]);  // a medium class's bin holds extents (thread_cache.h)
     if (kHardened) {
-      // A medium block freed twice into the cache: its extent went back
-      // at the first copy's flush, or (flushed in one batch) the first
-      // copy's check cleared its mark.
-      if (e == nullptr || e->state != chunk::ExtentState::kActive || e->kind != ExtentKind::kMedium ||
-          e->base != addr(items[i]))
-        fatal_pointer("free(): double free detected", items[i]);
-      small::take_marked(items[i]);
+      if (e->state != chunk::ExtentState::kActive || e->kind != ExtentKind::kMedium)
+        fatal_pointer("free(): double free detected", ptr(e->base));
+      small::take_marked(ptr(e->base));
     }
-    e->cached = false;
+    medium_take(e);
     if (!release) {
       rt().chunks.free(e);
       continue;
@@ -420,8 +420,12 @@ void* alloc_class(size_t cls, bool zero, bool cached) {
     if (b.count != 0) {
       if (kStats || kProf) tc->allocated += small::class_size(cls);
       void* p = b.items[--b.count];
+      if (!small::is_small_class(cls)) {
+        Extent* e = static_cast<Extent*>(p);  // (thread_cache.h)
+        medium_take(e);
+        p = ptr(e->base);
+      }
       if (kHardened) small::take_marked(p);
-      if (!small::is_small_class(cls)) rt().chunks.lookup(p)->cached = false;
       if (zero) std::memset(p, 0, small::class_size(cls));
       return p;
     }
@@ -558,7 +562,8 @@ void cache_push(void* p, Extent* e, bool cached) {
   // A medium block in a thread cache (this one's or another thread's) is
   // free already: found here in every mode, before it could be handed out
   // twice (its extent is at hand).
-  if (!small::is_small_class(cls) && e->cached) fatal_pointer("free(): double free detected", p);
+  if (!small::is_small_class(cls) && __atomic_load_n(&e->cached, __ATOMIC_RELAXED) != 0)
+    fatal_pointer("free(): double free detected", p);
   // Into a cache or straight into a bin, it is freed (small::take_marked).
   if (kHardened) small::mark_freed(p);
   ThreadCache* tc = cached ? cache_for_free() : nullptr;
@@ -572,14 +577,14 @@ void cache_push(void* p, Extent* e, bool cached) {
     }
     return;
   }
-  if (!small::is_small_class(cls)) e->cached = true;
+  if (!small::is_small_class(cls)) (void)medium_put(e);
   small::CacheBin& b = tc->bins[cls];
   if (b.count >= b.limit) {
     flush_half(tc, cls);
     decay_from_calls();
   }
   if (kStats) tc->deallocated += small::class_size(cls);
-  b.items[b.count++] = p;
+  b.items[b.count++] = small::is_small_class(cls) ? p : static_cast<void*>(e);
 }
 
 void dealloc_extent(void* p, Extent* e, bool cached = true) {
@@ -627,9 +632,116 @@ constexpr size_t kBackgroundStart = 2 * kHugePage;
 
 void background_arm() noexcept { rt().chunks.arm(kBackgroundStart); }
 
-// One decay step of every layer that retains memory for the decay time.
-// True while something still awaits it.
-bool background_step() noexcept { return rt().decay.step().pending; }
+// ---- idle caches' collection ---------------------------------------------
+// Medium blocks wait in thread caches for the next malloc of their class,
+// one or two of each class per thread, and a thread that goes quiet kept
+// them resident for good (64 threads that allocated, freed and slept held
+// 542 MiB). Each decay step of the background thread also ages every
+// medium block that lies in a cache one step (a compare-and-swap on its
+// extent's mark, which the owner's hand-out overrides) and purges, where it
+// lies, a block kCachedPurgeAt steps old -- about one decay time untouched,
+// the steps coming every quarter of it -- or, while the cached blocks'
+// resident bytes pass kCachedResidentBound for the process, any block aged
+// a step. The block stays in its cache, clean; its owner hands it out as
+// before and faults its pages in again as it writes them (and wakes the
+// background thread to watch the block again: medium_taken_slow).
+//
+// A purge under the owner's feet needs a handshake, and the owner's side is
+// on the inline malloc: it clears the mark, then reads `purging` with only
+// a compiler barrier between (medium_take). The collector sets `purging`,
+// then fences every thread of the process (membarrier: the owner's clear
+// is then visible, or its read will see `purging`), then purges only if
+// the mark still says the block lies in a cache; an owner that saw
+// `purging` waits for the purge to end. Without membarrier (Linux before
+// 4.14) blocks are aged but never purged.
+//
+// The scan reads other threads' cache bins without their owners' knowledge:
+// a count or slot may be stale. Every block found is checked against its
+// extent's mark, which only ever says "cached" of a medium block that lies
+// in some cache, so a stale slot costs a wasted look, never a wrong purge.
+constexpr size_t kCachedResidentBound = size_t{64} << 20;
+constexpr size_t kCollectBatch = 512;  // blocks looked at per step
+Mutex g_collect_lock;                  // one collection at a time
+size_t g_collect_next = 0;             // where the last step's scan stopped (g_collect_lock)
+
+// Takes up to n cached medium blocks into out, from the cache list (its
+// lock held), resuming after the ones the last step took.
+__attribute__((no_sanitize("thread"))) size_t scan_cached_medium(void** out, size_t n) {
+  LockGuard g(g_caches_lock);
+  size_t seen = 0, got = 0;
+  for (ThreadCache* tc = g_live_caches; tc != nullptr && got < n; tc = tc->next)
+    for (size_t c = small::kNumSmall; c < small::kNumClasses && got < n; c++) {
+      const small::CacheBin& b = tc->bins[c];
+      const uint32_t count = __atomic_load_n(&b.count, __ATOMIC_RELAXED);
+      for (uint32_t i = 0; i < count && i < b.limit && got < n; i++, seen++)
+        if (seen >= g_collect_next) out[got++] = __atomic_load_n(&b.items[i], __ATOMIC_RELAXED);
+    }
+  g_collect_next = got == n ? g_collect_next + got : 0;
+  return got;
+}
+
+// One step; true while a cached medium block is neither purged nor beyond
+// this step's reach (the background thread then keeps stepping).
+__attribute__((no_sanitize("thread"))) bool collect_cached_medium() noexcept {
+  if (!g_collect_lock.try_lock()) return true;
+  void* found[kCollectBatch];
+  const size_t n = scan_cached_medium(found, kCollectBatch);
+  bool pending = n == kCollectBatch;
+  Extent* purge[kCollectBatch];
+  uint8_t age[kCollectBatch];  // each one's mark when chosen
+  size_t np = 0, resident = 0;
+  for (size_t i = 0; i < n; i++) {
+    // An extent record (they are never unmapped); a stale slot's may hold
+    // anything now, and its mark says whether it is a cached medium block.
+    Extent* e = static_cast<Extent*>(found[i]);
+    const uint8_t s = __atomic_load_n(&e->cached, __ATOMIC_RELAXED);
+    if (s == 0 || s == kCachedPurged) continue;
+    resident += e->size;
+    const bool over = resident > kCachedResidentBound;
+    if (s >= kCachedPurgeAt || (over && s > kCachedFresh)) {
+      __atomic_store_n(&e->purging, 1, __ATOMIC_RELAXED);
+      age[np] = s;
+      purge[np++] = e;
+    } else {
+      uint8_t expect = s;
+      (void)__atomic_compare_exchange_n(&e->cached, &expect, static_cast<uint8_t>(s + 1), false, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED);
+      pending = true;
+    }
+  }
+  if (np != 0) {
+    const bool fenced = rt().os.fence_all_threads();
+    os::Range ranges[kCollectBatch];
+    bool kept[kCollectBatch];
+    size_t nr = 0;
+    for (size_t i = 0; i < np; i++) {
+      // Still lying there untouched (its owner would have cleared the mark,
+      // and maybe put it back fresh): purged; else left alone.
+      kept[i] = fenced && __atomic_load_n(&purge[i]->cached, __ATOMIC_RELAXED) == age[i];
+      if (kept[i]) ranges[nr++] = {ptr(purge[i]->base), purge[i]->size};
+    }
+    if (nr != 0) (void)rt().os.purge(ranges, nr, os::Advice::kDontNeed);
+    for (size_t i = 0; i < np; i++) {
+      uint8_t expect = age[i];
+      if (kept[i])
+        (void)__atomic_compare_exchange_n(&purge[i]->cached, &expect, kCachedPurged, false, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED);
+    }
+    for (size_t i = 0; i < np; i++) __atomic_store_n(&purge[i]->purging, 0, __ATOMIC_RELEASE);
+    if (!fenced) pending = false;  // nothing to purge with: aged blocks stay as they are
+  }
+  g_collect_lock.unlock();
+  return pending;
+}
+
+// One decay step of every layer that retains memory for the decay time,
+// and of the thread caches' medium blocks. True while something still
+// awaits it.
+bool background_step() noexcept {
+  bool pending = rt().decay.step().pending;
+  if (collect_cached_medium()) pending = true;
+  return pending;
+}
 
 }  // namespace
 
@@ -814,6 +926,16 @@ void dealloc_slow(void* p) noexcept { dealloc_impl(p, true); }
 void dealloc_sized_slow(void* p, size_t size, size_t align) noexcept {
   check_sized_free(p, size, align);
   dealloc_impl(p, true);
+}
+
+void medium_taken_slow(Extent* e, uint8_t was) noexcept {
+  // A purge under way: it ends soon (one madvise or process_madvise).
+  for (int spins = 0; __atomic_load_n(&e->purging, __ATOMIC_ACQUIRE) != 0; spins++)
+    if (spins > 64) sched_yield();
+  // Its pages were purged while it lay in the cache, and its owner is busy
+  // again: its doorbell rings, so that the background thread watches the
+  // caches again (it sleeps once every cached block is purged).
+  if (was == kCachedPurged) rt().chunks.note_retained(e->size);
 }
 
 void decay_event(small::ThreadCache* tc) noexcept {

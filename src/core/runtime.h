@@ -11,7 +11,6 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <utility>
 
 #include "chunk/chunk.h"
 #include "core/background.h"
@@ -192,6 +191,39 @@ DUCTILE_ALWAYS_INLINE chunk::Extent* medium_extent(uintptr_t entry) noexcept {
   return chunk::PageMap::entry_extent(entry);
 }
 
+// Extent::cached for a medium block in a thread cache: kCachedFresh when a
+// cache takes it, then one step older at each collection step of the idle
+// caches (collect_cached_medium) that finds it still there; at
+// kCachedPurgeAt its pages are purged where it lies, and it is kCachedPurged.
+inline constexpr uint8_t kCachedFresh = 1;
+inline constexpr uint8_t kCachedPurgeAt = 5;
+inline constexpr uint8_t kCachedPurged = 6;
+
+// A cache takes the medium block of extent e; false if a cache holds it
+// already (a double free). Only the collector writes the mark meanwhile,
+// and only a non-zero one.
+DUCTILE_ALWAYS_INLINE bool medium_put(chunk::Extent* e) noexcept {
+  if (__atomic_load_n(&e->cached, __ATOMIC_RELAXED) != 0) return false;
+  __atomic_store_n(&e->cached, kCachedFresh, __ATOMIC_RELAXED);
+  return true;
+}
+
+// The medium block leaves its cache: after waiting for a purge of its pages
+// under way (the collector's side: see collect_cached_medium), or noting
+// that its pages had been purged.
+void medium_taken_slow(chunk::Extent* e, uint8_t was) noexcept;
+// The block of extent e leaves its thread cache (handed out or given back).
+// The handshake with the collector, which purges a cached block's pages
+// while it lies there: this side clears the mark, then (a compiler barrier
+// only: the collector's membarrier fences this thread) reads `purging`.
+DUCTILE_ALWAYS_INLINE void medium_take(chunk::Extent* e) noexcept {
+  const uint8_t was = __atomic_load_n(&e->cached, __ATOMIC_RELAXED);
+  __atomic_store_n(&e->cached, 0, __ATOMIC_RELAXED);
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  if (DUCTILE_UNLIKELY(__atomic_load_n(&e->purging, __ATOMIC_RELAXED) != 0 || was == kCachedPurged))
+    medium_taken_slow(e, was);
+}
+
 // A block of class cls from the thread cache's bin b (not empty). A medium
 // block leaves the cache: its extent's `cached` mark goes.
 template <bool medium>
@@ -202,9 +234,16 @@ DUCTILE_ALWAYS_INLINE void* cache_pop(small::ThreadCache* tc, small::CacheBin& b
     if (kProf && DUCTILE_UNLIKELY(now >= tc->prof_at)) return alloc_slow(size);
     tc->allocated = now;
   }
+  if (medium) {
+    // A medium class's bin holds the blocks' extents (thread_cache.h).
+    chunk::Extent* e = static_cast<chunk::Extent*>(b.items[--b.count]);
+    medium_take(e);
+    void* p = ptr(e->base);
+    if (kHardened) small::take_marked(p);
+    return p;
+  }
   void* p = b.items[--b.count];
   if (kHardened) small::take_marked(p);
-  if (medium) medium_extent(rt().chunks.lookup_entry(p))->cached = false;
   return p;
 }
 
@@ -250,11 +289,13 @@ DUCTILE_ALWAYS_INLINE bool hardened_block_start(const void* p, uintptr_t entry, 
 // `sized` (hardened builds): the caller was told the block's size, at most
 // small::kMaxTableSize, and no alignment; the block's class must be that
 // size's.
-// Pushes p, of class cls, onto the thread cache's bin b, which has room.
-DUCTILE_ALWAYS_INLINE void cache_push_inline(small::ThreadCache* tc, small::CacheBin& b, void* p, size_t cls) noexcept {
+// Pushes p, of class cls, onto the thread cache's bin b, which has room;
+// `slot` is what the bin holds for it (p, or a medium block's extent).
+DUCTILE_ALWAYS_INLINE void cache_push_inline(small::ThreadCache* tc, small::CacheBin& b, void* p, size_t cls,
+                                             void* slot) noexcept {
   if (kHardened) small::mark_freed(p);
   if (kStats) tc->deallocated += small::class_size(cls);
-  b.items[b.count++] = p;
+  b.items[b.count++] = slot;
   if (DUCTILE_UNLIKELY(--tc->decay_countdown == 0)) decay_event(tc);
 }
 
@@ -271,20 +312,22 @@ DUCTILE_ALWAYS_INLINE void dealloc_as(void* p, size_t size = 0) noexcept {
     if (DUCTILE_LIKELY(hardened_block_start(p, entry, cls) && (!sized || small::class_of_table(size) == cls))) {
       small::CacheBin& b = tc->bins[cls];
       // (A medium block cached already: see below.)
-      if (DUCTILE_LIKELY(b.count < b.limit) &&
-          (small::is_small_class(cls) || !std::exchange(medium_extent(entry)->cached, true)))
-        return cache_push_inline(tc, b, p, cls);
+      if (small::is_small_class(cls)) {
+        if (DUCTILE_LIKELY(b.count < b.limit)) return cache_push_inline(tc, b, p, cls, p);
+      } else if (DUCTILE_LIKELY(b.count < b.limit) && medium_put(medium_extent(entry))) {
+        return cache_push_inline(tc, b, p, cls, medium_extent(entry));
+      }
     }
     if (sized) return dealloc_sized_slow(p, size, 0);  // reports a wrong size
   } else if (DUCTILE_LIKELY(cls < small::kNumSmall)) {
     small::CacheBin& b = tc->bins[cls];
-    if (DUCTILE_LIKELY((addr(p) & 7) == 0 && b.count < b.limit)) return cache_push_inline(tc, b, p, cls);
+    if (DUCTILE_LIKELY((addr(p) & 7) == 0 && b.count < b.limit)) return cache_push_inline(tc, b, p, cls, p);
   } else if (cls < small::kNumClasses && (addr(p) & (kPage - 1)) == 0) {
     small::CacheBin& b = tc->bins[cls];
     // A medium block in a cache already (this thread's or another's) goes
     // to the slow path, which reports the double free.
-    if (DUCTILE_LIKELY(b.count < b.limit) && !std::exchange(medium_extent(entry)->cached, true))
-      return cache_push_inline(tc, b, p, cls);
+    if (DUCTILE_LIKELY(b.count < b.limit) && medium_put(medium_extent(entry)))
+      return cache_push_inline(tc, b, p, cls, medium_extent(entry));
   }
   dealloc_slow(p);
 }

@@ -26,6 +26,8 @@ class Kernel {
   virtual ssize_t process_madvise(int pidfd, const struct iovec* iov, size_t n, int advice) noexcept = 0;
   virtual int pidfd_open(pid_t pid) noexcept = 0;
   virtual int close(int fd) noexcept = 0;
+  // membarrier(2) (Linux 4.14 for the private expedited commands).
+  virtual int membarrier(int cmd, unsigned flags) noexcept = 0;
   // Reads up to n-1 bytes of a small /proc or /sys file into buf (NUL-terminated);
   // returns the length or -1.
   virtual ssize_t read_small_file(const char* path, char* buf, size_t n) noexcept = 0;

@@ -49,6 +49,16 @@ class LinuxKernel final : public Kernel {
 #endif
   }
   int close(int fd) noexcept override { return ::close(fd); }
+  int membarrier(int cmd, unsigned flags) noexcept override {
+#ifdef SYS_membarrier
+    return static_cast<int>(::syscall(SYS_membarrier, cmd, flags, 0));
+#else
+    (void)cmd;
+    (void)flags;
+    errno = ENOSYS;
+    return -1;
+#endif
+  }
   ssize_t read_small_file(const char* path, char* buf, size_t n) noexcept override {
     int fd = ::open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;

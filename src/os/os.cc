@@ -158,6 +158,7 @@ void Os::probe_batch_purge(void* scratch) noexcept {
 void Os::after_fork_in_child() noexcept {
   const KeepErrno keep;  // see common.h: errno is the caller's
   maps_.after_fork_in_child();
+  membarrier_state_.store(0, std::memory_order_relaxed);  // registered again for the child's own memory
   if (features_.self_pidfd >= 0) {
     // The inherited pidfd names the parent. Drop it and re-probe on a scratch page.
     kernel_.close(features_.self_pidfd);
@@ -426,6 +427,17 @@ bool Os::madvise_huge(void* addr, size_t size) noexcept {
   (void)addr, (void)size;
 #endif
   return false;
+}
+
+bool Os::fence_all_threads() noexcept {
+  const KeepErrno keep;  // see common.h: errno is the caller's
+  constexpr int kPrivateExpedited = 1 << 3, kRegisterPrivateExpedited = 1 << 4;  // linux/membarrier.h
+  int state = membarrier_state_.load(std::memory_order_acquire);
+  if (state == 0) {
+    state = kernel_.membarrier(kRegisterPrivateExpedited, 0) == 0 ? 1 : 2;
+    membarrier_state_.store(state, std::memory_order_release);
+  }
+  return state == 1 && kernel_.membarrier(kPrivateExpedited, 0) == 0;
 }
 
 bool Os::populate(void* addr, size_t size) noexcept {

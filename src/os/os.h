@@ -179,6 +179,13 @@ class Os {
   const MapBudget& map_budget() const noexcept { return maps_; }
   // MADV_POPULATE_WRITE: faults the range in, writable and zeroed.
   bool populate(void* addr, size_t size) noexcept;
+  // A full memory barrier on every running thread of the process
+  // (membarrier's private expedited command, registered at the first call),
+  // so that a thread whose side of a handshake has only a compiler barrier
+  // needs no fence of its own. False where the kernel has none (before
+  // 4.14): the caller does without what needs it. Not a memory call: not
+  // counted.
+  bool fence_all_threads() noexcept;
 
   const Features& features() const noexcept { return features_; }
   // Whether guards are guard markers: one has been taken (normal mode).
@@ -218,6 +225,8 @@ class Os {
   // by mprotect, which unguard() must then undo too.
   enum : uint8_t { kUnknown, kYes, kNo };
   std::atomic<uint8_t> guard_markers_{kUnknown};
+  // fence_all_threads: 0 not asked yet, 1 registered, 2 refused.
+  std::atomic<int> membarrier_state_{0};
   std::atomic<bool> protected_guards_{false};
   Counters counters_;
   MapBudget maps_;

@@ -4,7 +4,10 @@
 // class's bin in one locked batch; a full stack flushes its older half.
 //
 // Medium blocks are cached too, a few per class (fewer for bigger classes),
-// so alloc/free churn of one block costs no chunk-layer call.
+// so alloc/free churn of one block costs no chunk-layer call. A medium
+// class's bin holds the blocks' extents, not their addresses (the core's
+// "medium_slot"): the hand-out needs the extent (its cached mark) and finds
+// the address in it, with no page-map lookup.
 #pragma once
 
 #include <cstddef>

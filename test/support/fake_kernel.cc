@@ -370,6 +370,14 @@ int FakeKernel::pidfd_open(pid_t pid) noexcept {
 
 int FakeKernel::close(int fd) noexcept { return ::close(fd); }
 
+int FakeKernel::membarrier(int cmd, unsigned flags) noexcept {
+  if (membarrier_errno) {
+    errno = membarrier_errno;
+    return -1;
+  }
+  return static_cast<int>(::syscall(SYS_membarrier, cmd, flags, 0));
+}
+
 ssize_t FakeKernel::read_small_file(const char* path, char* buf, size_t n) noexcept {
   const char* src = nullptr;
   if (std::strstr(path, "overcommit_memory")) src = overcommit;

@@ -34,6 +34,7 @@ class FakeKernel final : public os::Kernel {
   bool no_pidfd_self = false;           // before 6.15: PIDFD_SELF is EBADF
   int process_madvise_errno = 0;        // e.g. ENOSYS (before 5.10) or EINVAL (before 6.13)
   int pidfd_open_errno = 0;
+  int membarrier_errno = 0;  // e.g. ENOSYS (before 4.3) or EINVAL (no private expedited command, before 4.14)
   size_t process_madvise_max_bytes = 0;  // >0: advise at most this many bytes per call (short returns)
   int madv_free_errno = 0;
   int populate_errno = 0;
@@ -88,6 +89,7 @@ class FakeKernel final : public os::Kernel {
   ssize_t process_madvise(int pidfd, const struct iovec* iov, size_t n, int advice) noexcept override;
   int pidfd_open(pid_t pid) noexcept override;
   int close(int fd) noexcept override;
+  int membarrier(int cmd, unsigned flags) noexcept override;
   ssize_t read_small_file(const char* path, char* buf, size_t n) noexcept override;
   size_t address_space_limit() noexcept override { return as_limit; }
   size_t count_mappings() noexcept override;
