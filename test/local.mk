@@ -137,6 +137,11 @@ test_integration_prof_prog_CFLAGS = -O2
 TESTS += test/integration/prof_test.sh
 EXTRA_DIST += test/integration/prof_test.sh
 
+# Statistics and options from the environment (DUCTILE_STATS, DUCTILE_CONF
+# warnings, stats_print_opts) and bin/ductile --help.
+TESTS += test/integration/env_test.sh
+EXTRA_DIST += test/integration/env_test.sh
+
 # Every statement of the version agrees with configure.ac's.
 TESTS += test/integration/version_test.sh
 EXTRA_DIST += test/integration/version_test.sh

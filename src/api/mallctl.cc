@@ -380,6 +380,15 @@ int ctl_opt_prof_prefix(Req& r, const size_t*, size_t) {
 }
 int ctl_opt_prof_final(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.prof_final); }
 int ctl_opt_prof_leak(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.prof_leak); }
+int ctl_opt_lg_prof_interval(Req& r, const size_t*, size_t) {
+  return read_only(r, static_cast<ssize_t>(core::rt().opts.lg_prof_interval));
+}
+int ctl_opt_prof_gdump(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.prof_gdump); }
+int ctl_opt_prof_signal(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.prof_signal); }
+int ctl_opt_stats_print_opts(Req& r, const size_t*, size_t) {
+  const char* v = core::rt().opts.stats_print_opts;
+  return read_only(r, v);
+}
 
 // jemalloc's rule: writing it needs opt.prof (ENOENT otherwise); it reads
 // false without.
@@ -483,6 +492,10 @@ constexpr Node kOpt[] = {
     LEAF("prof_prefix", ctl_opt_prof_prefix),       // const char *
     LEAF("prof_final", ctl_opt_prof_final),         // bool
     LEAF("prof_leak", ctl_opt_prof_leak),           // bool
+    LEAF("lg_prof_interval", ctl_opt_lg_prof_interval), // ssize_t (-1: no interval dumps)
+    LEAF("prof_gdump", ctl_opt_prof_gdump),         // bool
+    LEAF("prof_signal", ctl_opt_prof_signal),       // int (0: none)
+    LEAF("stats_print_opts", ctl_opt_stats_print_opts), // const char *
     LEAF("dirty_decay_ms", ctl_opt_dirty_decay_ms), // ssize_t, jemalloc's
     LEAF("narenas", ctl_opt_narenas),               // unsigned, jemalloc's
 };

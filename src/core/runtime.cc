@@ -581,7 +581,7 @@ bool ensure_ready() noexcept {
     parse_options(DUCTILE_DEFAULT_CONF, o);
     parse_options(getenv("DUCTILE_CONF"), o);
     if (const char* s = getenv("DUCTILE_STATS"); s && *s && !set_option(o, "stats_print", s, std::strlen(s)))
-      warn("DUCTILE_STATS: expected 1, 0, true or false; ignored");
+      warn("DUCTILE_STATS: expected 1/0, true/false, yes/no or on/off; ignored");
     g_hardened = kHardened || o.hardened;
     if (g_hardened) {
       // AT_RANDOM's second half (the chunk layer's hint takes the first).

@@ -1286,7 +1286,15 @@ TEST(Options, SetOptionUsesTheTableWithoutWarnings) {
   EXPECT_FALSE(core::set_option(o, "decay_ms", "x", 1));
   EXPECT_EQ(o.decay_ms, 250u);
   EXPECT_FALSE(core::set_option(o, "nope", "1", 1));
-  EXPECT_FALSE(core::set_option(o, "stats_print", "yes", 3));
+  EXPECT_FALSE(core::set_option(o, "stats_print", "maybe", 5));
+  for (const char* word : {"0", "false", "no", "off"}) {
+    EXPECT_TRUE(core::set_option(o, "stats_print", word, std::strlen(word))) << word;
+    EXPECT_FALSE(o.stats_print) << word;
+  }
+  for (const char* word : {"1", "true", "yes", "on"}) {
+    EXPECT_TRUE(core::set_option(o, "stats_print", word, std::strlen(word))) << word;
+    EXPECT_TRUE(o.stats_print) << word;
+  }
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
 }
 
@@ -1312,3 +1320,17 @@ TEST(MallocFamily, SparselyTouchedHugeBlocksCostThePagesTouched) {
 
 }  // namespace
 }  // namespace ductile
+// The options print as JSON numbers, booleans and strings by their kind.
+TEST(StatsPrint, JsonOptionsHaveTheirTypes) {
+  std::string out;
+  ductile_malloc_stats_print(append, &out, "J");
+  const std::string decay = "\"decay_ms\":" + std::to_string(core::rt().opts.decay_ms) + ",";
+  EXPECT_NE(out.find(decay), std::string::npos) << out.substr(0, 600);
+  EXPECT_NE(out.find(std::string("\"tcache\":") + (core::rt().opts.tcache ? "true" : "false")), std::string::npos);
+  EXPECT_NE(out.find("\"lg_prof_interval\":-1"), std::string::npos);
+  EXPECT_NE(out.find("\"thp\":\""), std::string::npos);
+  EXPECT_NE(out.find("\"prof_signal\":\"none\""), std::string::npos);
+  EXPECT_EQ(out.find("\"decay_ms\":\""), std::string::npos);
+  EXPECT_TRUE(json_check::valid(out));
+}
+
