@@ -390,6 +390,31 @@ int ctl_opt_stats_print_opts(Req& r, const size_t*, size_t) {
   return read_only(r, v);
 }
 
+// prof.interval: the bytes between interval dumps, 2^lg_prof_interval; 0
+// when there are none (lg_prof_interval:-1, or no opt.prof), as jemalloc.
+int ctl_prof_interval(Req& r, const size_t*, size_t) {
+  if (!kProf) return ENOENT;
+  const int lg = core::prof::lg_interval();
+  const uint64_t v = lg < 0 ? 0 : uint64_t{1} << lg;
+  return read_only(r, v);
+}
+
+// prof.gdump: bool, read-write; as prof.active, writing it needs opt.prof.
+int ctl_prof_gdump(Req& r, const size_t*, size_t) {
+  if (!kProf) return ENOENT;
+  bool v;
+  bool written;
+  if (int e = take_write(r, &v, &written)) return e;
+  bool old;
+  if (written) {
+    if (!core::prof::enabled()) return ENOENT;
+    old = core::prof::set_gdump(v);
+  } else {
+    old = core::prof::gdump();
+  }
+  return read_value(r, old);
+}
+
 // jemalloc's rule: writing it needs opt.prof (ENOENT otherwise); it reads
 // false without.
 int ctl_prof_active(Req& r, const size_t*, size_t) {
@@ -506,6 +531,8 @@ constexpr Node kProfKids[] = {
     LEAF("dump", ctl_prof_dump),
     LEAF("reset", ctl_prof_reset),
     LEAF("lg_sample", ctl_prof_lg_sample),
+    LEAF("interval", ctl_prof_interval),
+    LEAF("gdump", ctl_prof_gdump),
 };
 constexpr Node kGrowth[] = {
     LEAF("headroom", ctl_growth<0>), LEAF("neighbour", ctl_growth<1>), LEAF("fixed_map", ctl_growth<2>),
