@@ -81,6 +81,8 @@ __thread uint8_t t_state __attribute__((tls_model("initial-exec"))) = kNoCache;
 __thread bool t_initialising __attribute__((tls_model("initial-exec"))) = false;
 // This thread has made a free without a cache (see cache_for_free).
 __thread bool t_freed_uncached __attribute__((tls_model("initial-exec"))) = false;
+// thread.tcache.enabled was set false: this thread makes no cache.
+__thread bool t_cache_off __attribute__((tls_model("initial-exec"))) = false;
 
 Mutex g_init_lock;
 pthread_key_t g_cache_key;
@@ -123,7 +125,7 @@ void* medium_from_chunks(size_t cls, size_t align, bool zero, bool tagged = true
 ThreadCache* create_cache() {
   // hardened:true without --enable-hardened: no caches, so that every call
   // reaches the checks without a test on the inline paths.
-  if (t_state == kExiting || !rt().opts.tcache || (g_hardened && !kHardened)) return nullptr;
+  if (t_state == kExiting || t_cache_off || !rt().opts.tcache || (g_hardened && !kHardened)) return nullptr;
   ThreadCache* tc;
   {
     LockGuard g(g_caches_lock);
@@ -888,6 +890,22 @@ small::ThreadCache* thread_cache() noexcept {
 void flush_thread_cache() noexcept {
   if (!g_ready.load(std::memory_order_acquire)) return;
   if (ThreadCache* tc = own_cache()) flush_all(tc, false);
+}
+
+bool thread_cache_enabled() noexcept {
+  return !t_cache_off && rt().opts.tcache && !(g_hardened && !kHardened);
+}
+
+void set_thread_cache_enabled(bool on) noexcept {
+  if (!ensure_ready()) return;
+  t_cache_off = !on;
+  if (on) return;  // the next slow path makes the cache
+  if (ThreadCache* tc = own_cache()) {
+    t_cache = no_cache();
+    t_state = kNoCache;
+    pthread_setspecific(g_cache_key, nullptr);
+    retire_cache(tc, false);
+  }
 }
 
 size_t trim() noexcept {
