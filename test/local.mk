@@ -142,6 +142,10 @@ EXTRA_DIST += test/integration/prof_test.sh
 TESTS += test/integration/env_test.sh
 EXTRA_DIST += test/integration/env_test.sh
 
+# make install's ldconfig hook (a stub ldconfig) and the manual pages.
+TESTS += test/integration/install_test.sh
+EXTRA_DIST += test/integration/install_test.sh
+
 # Every statement of the version agrees with configure.ac's.
 TESTS += test/integration/version_test.sh
 EXTRA_DIST += test/integration/version_test.sh

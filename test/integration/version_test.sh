@@ -40,6 +40,7 @@ check "ductile.pc" "Version: $version" "$(grep '^Version: ' "$builddir/ductile.p
 # .TH NAME SECTION DATE "ductile X" ...
 th_version() { sed -n '1s/^\.TH [^"]*"[^"]*" "\([^"]*\)".*/\1/p' "$1"; }
 check "man/ductile.3" "ductile $version" "$(th_version "$srcdir/man/ductile.3")"
+check "man/ductile.1" "ductile $version" "$(th_version "$srcdir/man/ductile.1")"
 
 check "NEWS's first entry" "ductile $version" "$(head -1 "$srcdir/NEWS" | cut -d' ' -f1-2)"
 
@@ -48,7 +49,6 @@ if [ -f "$srcdir/debian/changelog" ]; then
   deb=$(sed -n '1s/^ductile (\([^)]*\)).*/\1/p' "$srcdir/debian/changelog")
   deb=${deb#*:}
   check "debian/changelog (upstream part of $deb)" "$version" "${deb%-*}"
-  check "debian/ductile.1" "ductile $version" "$(th_version "$srcdir/debian/ductile.1")"
 fi
 
 echo "$passed passed, $failed failed"
