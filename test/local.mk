@@ -146,6 +146,22 @@ EXTRA_DIST += test/integration/env_test.sh
 TESTS += test/integration/install_test.sh
 EXTRA_DIST += test/integration/install_test.sh
 
+# The public header compiles as C89, C99 and C++98 (the library itself is
+# C++17): each program includes it with -pedantic-errors under that
+# standard and calls through it.
+header_std_tests = test/integration/header_c89 test/integration/header_c99 test/integration/header_cxx98
+check_PROGRAMS += $(header_std_tests)
+TESTS += $(header_std_tests)
+test_integration_header_c89_SOURCES = test/integration/header_c.c
+test_integration_header_c89_CFLAGS = -std=c89 -pedantic-errors -Wall -Wextra -Werror
+test_integration_header_c89_LDADD = libductile.la
+test_integration_header_c99_SOURCES = test/integration/header_c.c
+test_integration_header_c99_CFLAGS = -std=c99 -pedantic-errors -Wall -Wextra -Werror
+test_integration_header_c99_LDADD = libductile.la
+test_integration_header_cxx98_SOURCES = test/integration/header_cxx98.cc
+test_integration_header_cxx98_CXXFLAGS = -std=c++98 -pedantic-errors -Wall -Wextra -Werror
+test_integration_header_cxx98_LDADD = libductile.la
+
 # Every statement of the version agrees with configure.ac's.
 TESTS += test/integration/version_test.sh
 EXTRA_DIST += test/integration/version_test.sh
