@@ -142,6 +142,10 @@ EXTRA_DIST += test/integration/prof_test.sh
 TESTS += test/integration/env_test.sh
 EXTRA_DIST += test/integration/env_test.sh
 
+# The Debian packaging's fields (skipped without debian/).
+TESTS += test/integration/packaging_test.sh
+EXTRA_DIST += test/integration/packaging_test.sh
+
 # make install's ldconfig hook (a stub ldconfig) and the manual pages.
 TESTS += test/integration/install_test.sh
 EXTRA_DIST += test/integration/install_test.sh
