@@ -142,6 +142,10 @@ EXTRA_DIST += test/integration/prof_test.sh
 TESTS += test/integration/env_test.sh
 EXTRA_DIST += test/integration/env_test.sh
 
+# make compare-vector at a tiny size: its chart goes to the build directory.
+TESTS += test/integration/compare_vector_test.sh
+EXTRA_DIST += test/integration/compare_vector_test.sh
+
 # The Debian packaging's fields (skipped without debian/).
 TESTS += test/integration/packaging_test.sh
 EXTRA_DIST += test/integration/packaging_test.sh
