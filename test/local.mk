@@ -142,6 +142,11 @@ EXTRA_DIST += test/integration/prof_test.sh
 TESTS += test/integration/env_test.sh
 EXTRA_DIST += test/integration/env_test.sh
 
+# The README's quick start: two commands, the first one working as root
+# without sudo and as a user with it (stub apt-get and sudo).
+TESTS += test/integration/readme_test.sh
+EXTRA_DIST += test/integration/readme_test.sh
+
 # make compare-vector at a tiny size: its chart goes to the build directory.
 TESTS += test/integration/compare_vector_test.sh
 EXTRA_DIST += test/integration/compare_vector_test.sh
