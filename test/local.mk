@@ -151,6 +151,11 @@ EXTRA_DIST += test/integration/readme_test.sh
 TESTS += test/integration/compare_vector_test.sh
 EXTRA_DIST += test/integration/compare_vector_test.sh
 
+# The licence: COPYING, debian/copyright, and the SPDX line of every
+# tracked source file (skipped outside a git checkout; --fix adds it).
+TESTS += test/integration/licence_test.sh
+EXTRA_DIST += test/integration/licence_test.sh COPYING
+
 # The Debian packaging's fields (skipped without debian/).
 TESTS += test/integration/packaging_test.sh
 EXTRA_DIST += test/integration/packaging_test.sh
