@@ -37,8 +37,8 @@ check "libductile.so's statistics summary" "Version: $version" \
 
 check "ductile.pc" "Version: $version" "$(grep '^Version: ' "$builddir/ductile.pc")"
 
-# .TH NAME SECTION DATE "ductile X" ...
-th_version() { sed -n '1s/^\.TH [^"]*"[^"]*" "\([^"]*\)".*/\1/p' "$1"; }
+# .TH NAME SECTION DATE "ductile X" ... (after the comments that may open the page)
+th_version() { sed -n 's/^\.TH [^"]*"[^"]*" "\([^"]*\)".*/\1/p' "$1" | head -1; }
 check "man/ductile.3" "ductile $version" "$(th_version "$srcdir/man/ductile.3")"
 check "man/ductile.1" "ductile $version" "$(th_version "$srcdir/man/ductile.1")"
 
