@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
 # The vector-doubling comparison (issue 4): bench/vector_doubling under glibc,
 # jemalloc, mimalloc, tcmalloc and ductile, plus the two bare-memory limits,
 # in one go; prints a table (time, ratio to ductile, peak RSS, moves, copies)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 ## bench/local.mk -- Google Benchmark programs (included from Makefile.am).
 ## Not built by `make`; `make bench` builds and runs them.
 ## Pass other flags with e.g. `make bench BENCH_FLAGS=--benchmark_filter=Huge`.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # The vector-doubling chart, drawn by bench/compare-vector.sh and by
 # `make vector-chart` (docs/vector-doubling.png from docs/vector-doubling.dat):
 #   gnuplot -e "datafile='v.dat'; outfile='v.png'" bench/vector.gp

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 ## test/local.mk -- GoogleTest unit tests (included from Makefile.am).
 ## Run with `make check`.  Each program links libductile_core.la.
 

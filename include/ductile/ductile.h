@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* ductile: a general-purpose memory allocator whose huge allocations grow in place.
  *
  * The public C API. When libductile is preloaded or linked, the standard

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // mallctl, mallctlnametomib, mallctlbymib and malloc_stats_print.
 //
 // The namespace is a static tree: inner nodes have named children or one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // Run-time options: one table, one parser. Sources, later ones winning: the
 // built-in defaults, the configure-time default (--with-malloc-conf), the
 // DUCTILE_CONF environment variable ("thp:never,decay_ms:2000").

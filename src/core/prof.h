@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // Sampled heap profiling: which code holds the memory. jemalloc's scheme
 // and names (prof, prof_active, lg_prof_sample, prof_prefix, prof_final,
 // prof_leak, lg_prof_interval, prof_gdump; prof.active, prof.dump,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // The core: one process-wide Runtime holding every layer, created on the
 // first call (before constructors run, when preloaded), and the dispatch by
 // size that the API layer forwards to. The common malloc and free are inline

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 # bench/compare-vector.sh (`make compare-vector`) at a tiny size: it runs,
 # keeps its chart and figures in the build directory, and leaves the
 # source tree's chart, docs/vector-doubling.png, alone; bench/vector.gp

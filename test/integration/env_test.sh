@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 # Statistics and options from the environment, as a program run under the
 # built library sees them: DUCTILE_STATS takes the usual true/false words
 # and warns about others; stats_print_opts:J prints the exit summary as

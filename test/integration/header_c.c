@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* <ductile/ductile.h> as C: built as C89 and as C99 with -pedantic-errors
  * (test/local.mk), so a construct later than C89 in the public header
  * fails the build. Run, it checks a few answers through the header. */

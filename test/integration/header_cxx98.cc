@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // <ductile/ductile.h> as C++98: built with -std=c++98 -pedantic-errors
 // (test/local.mk), so a construct later than C++98 in the public header --
 // noexcept, say -- fails the build. Run, it checks a few answers.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 # make install: ldconfig runs after the library is installed into the
 # system (DESTDIR empty), not when DESTDIR is set (packaging), nor when
 # there is no ldconfig; ductile(1), the wrapper's manual page, is installed

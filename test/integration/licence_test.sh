@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 # Every source file git tracks carries the licence's SPDX line,
 # "SPDX-License-Identifier: BSD-2-Clause", as a comment in its own syntax,
 # on its first line (its second after a "#!" line). Fails with the names of

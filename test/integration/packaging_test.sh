@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 # The Debian packaging (debian/, in the git repository, not in release
 # tarballs): the packages that run google-pprof's dumps suggest
 # google-perftools, and debian/build-packages builds and checks the source

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* A program with known allocation sites, for prof_test.sh: what each
  * function holds at exit is what google-pprof must read from the heap
  * profile.  Plain C calling only malloc/free/realloc, so LD_PRELOAD picks

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 # Heap profiles that google-pprof reads: prof_prog.c allocates at known
 # sites (64 MiB in 4 KiB blocks, 16 MiB in 1 KiB blocks, 32 MiB in 4 MiB
 # blocks, one block grown to 8 MiB by realloc, and 128 MiB allocated and

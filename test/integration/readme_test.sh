@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 # The README's quick start: exactly two commands (the first installs what
 # the build needs, builds and runs the comparison; the second, which
 # .ci/run runs, is the test suite), and the first one's installation works

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 # Every place that states ductile's version agrees with configure.ac's
 # AC_INIT (PACKAGE_VERSION in config.h): the wrapper's --version, the shared
 # library's statistics summary, ductile.pc, the manual pages, NEWS and, in a

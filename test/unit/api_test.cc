@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // The API layer through its C entry points: jemalloc's extended API
 // (mallocx ... nallocx), mallctl and its MIB forms, malloc_stats_print, and
 // the malloc family's edge cases that the issue names. This program links the

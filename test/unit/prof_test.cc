@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // Sampled heap profiling (core/prof.h) with profiling on: the program
 // re-runs itself with DUCTILE_CONF set (the options are read once, at the
 // first allocation, before main), sampling every allocation
