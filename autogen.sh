@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause
 # Generate configure and Makefile.in (needs autoconf, automake, libtool,
 # autoconf-archive and pkg-config).
 set -e

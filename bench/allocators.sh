@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # Sourced by the comparison scripts: where the peer allocators are, and one
 # check that an allocator's library can really be preloaded.
 #

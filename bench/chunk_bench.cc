@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // The chunk layer on the real kernel: extent alloc/free (recycled, no system
 // calls in steady state), alloc-at-address, and in-place growth.
 #include <benchmark/benchmark.h>

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
 # The scale cases of issue 11 under glibc, jemalloc, mimalloc, tcmalloc and
 # ductile in one run, printed as one Markdown table per case: time, peak
 # RSS, mappings (lines of /proc/self/maps at the end), metadata (where the

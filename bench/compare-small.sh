@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
 # Small-object comparison: glibc, jemalloc, mimalloc, tcmalloc and ductile,
 # measured in one go and printed as ratios (see docs/bench-small.md).
 #

@@ -1,17 +1,26 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
 # The vector-doubling comparison (issue 4): bench/vector_doubling under glibc,
 # jemalloc, mimalloc, tcmalloc and ductile, plus the two bare-memory limits,
 # in one go; prints a table (time, ratio to ductile, peak RSS, moves, copies)
-# and the issue's goals, and draws a PNG chart with gnuplot.
+# and the issue's goals, and draws a PNG chart with gnuplot (bench/vector.gp)
+# from the figures, which it keeps next to the chart (PATH with .dat for
+# .png: one line per allocator, and the chart's subtitle).
 #
 #   bench/compare-vector.sh [--rounds N] [--top SIZE] [--reps N]
-#                           [--png PATH | --no-png] [--build-dir DIR]
+#                           [--png PATH | --docs | --no-png] [--build-dir DIR]
 #                           [--ductile LIB] [--keep DIR]
 #
 #   --rounds N     rounds of the loop (default 10)
-#   --top SIZE     exclusive top size, e.g. 1G (default 1G: the last block is 512 MiB)
+#   --top SIZE     exclusive top size, e.g. 1G (default 1G: the blocks go from
+#                  4 bytes to 512 MiB)
 #   --reps N       runs of each, interleaved; the table shows medians (default 1)
-#   --png PATH     the chart (default docs/vector-doubling.png in the source tree)
+#   --png PATH     the chart (default vector-doubling.png in the build
+#                  directory; the source tree is left alone)
+#   --docs         the chart the README shows, docs/vector-doubling.png in the
+#                  source tree, and its figures, docs/vector-doubling.dat: to
+#                  be run on purpose, and committed (`make vector-chart`
+#                  redraws it from the .dat alone)
 #   --build-dir    where bench/vector_doubling and .libs/libductile.so are
 #                  (default $BUILD_DIR, else the directory above this script)
 #   --ductile LIB  the library preloaded as ductile
@@ -44,7 +53,7 @@ ductile_lib=${DUCTILE_LIB:-}
 rounds=10
 top=1G
 reps=1
-png=$src_dir/docs/vector-doubling.png
+png=
 keep=
 many_threads="1 2 8"
 many_rounds=5
@@ -52,10 +61,15 @@ many_reps=1
 settle=yes
 
 
-parse_options --rounds=rounds --top=top --reps=reps --png=png --no-png:png= \
+parse_options --rounds=rounds --top=top --reps=reps --png=png --no-png:png=none \
+  --docs:png="$src_dir/docs/vector-doubling.png" \
   --build-dir=build_dir --ductile=ductile_lib --keep=keep --many-threads=many_threads \
   --many-rounds=many_rounds --many-reps=many_reps --no-many:many_threads= --no-settle:settle=no -- "$@"
 
+case $png in
+  '') png=$build_dir/vector-doubling.png ;;
+  none) png= ;;
+esac
 case $rounds$reps$many_rounds$many_reps in *[!0-9]*|'') echo "compare-vector.sh: --rounds, --reps, --many-rounds and --many-reps take numbers" >&2; exit 2 ;; esac
 ductile_lib=${ductile_lib:-$build_dir/.libs/libductile.so}
 prog=$build_dir/bench/vector_doubling
@@ -175,6 +189,10 @@ for ((i = 0; i < n; i++)); do
   [ -z "$final" ] && final=$(field final "$last")
 done
 
+human() {  # bytes -> "512 MiB"
+  awk -v b="${1:-0}" 'BEGIN { split("B KiB MiB GiB TiB", u); i = 1; while (b >= 1024 && i < 5) { b /= 1024; i++ } printf "%g %s\n", b, u[i] }'
+}
+
 ratio() {  # a b -> a/b
   awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "n/a"; else printf "%.2f\n", a / b }'
 }
@@ -274,8 +292,15 @@ if [ -n "$png" ]; then
     echo "compare-vector.sh: gnuplot not found, no chart" >&2
     exit 0
   fi
-  dat=$out/vector.dat
-  : >"$dat"
+  dat=${png%.png}.dat
+  mkdir -p "$(dirname "$png")"
+  subtitle="$rounds rounds, 4 B to $(human "$final") by doubling, $(uname -r), THP $(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)"
+  {
+    echo "# The vector-doubling chart's figures: bench/compare-vector.sh wrote them,"
+    echo "# bench/vector.gp draws them (make vector-chart, for docs/vector-doubling.dat)."
+    echo "# subtitle: $subtitle"
+    echo "# allocator, seconds (median of $reps), peak RSS (MiB), bar colour"
+  } >"$dat"
   for ((i = 0; i < n; i++)); do
     [ "${avail[i]}" = yes ] || continue
     colour=0x4477aa
@@ -283,11 +308,9 @@ if [ -n "$png" ]; then
     [ $i -ge 5 ] && colour=0x999999
     printf '"%s" %s %s %d\n' "${names[i]}" "${secs[i]}" "${rss[i]}" "$colour" >>"$dat"
   done
-  mkdir -p "$(dirname "$png")"
-  subtitle="$rounds rounds to $top, $(uname -r), THP $(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)"
-  if gnuplot -e "datafile='$dat'; outfile='$png'; subtitle='$subtitle'" "$script_dir/vector.gp"; then
+  if gnuplot -e "datafile='$dat'; outfile='$png'" "$script_dir/vector.gp"; then
     echo
-    echo "chart: $png"
+    echo "chart: $png (figures: $dat)"
   else
     echo "compare-vector.sh: gnuplot failed" >&2
   fi

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
 # The workload suite (issue 6): bench/workloads/* and bench/vector_doubling
 # under glibc, jemalloc, mimalloc, tcmalloc and ductile in one go,
 # interleaved (for each repetition, for each workload, each allocator in

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
 # Instructions per step of bench/free_path (a 16-byte malloc+free pair and
 # one step of a 1000-block churn of 16-128 bytes) under callgrind, for each
 # library given (preloaded; "glibc" for the C library's own malloc). The

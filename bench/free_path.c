@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Instructions of the common malloc and free, for any malloc, counted
  * under callgrind (bench/count-instructions.sh).
  *

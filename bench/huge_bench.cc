@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // The huge layer on the real kernel, and the trade-off behind its headroom
 // policy (huge::Options::headroom_factor; the numbers are in
 // docs/ARCHITECTURE.md):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // Allocator-agnostic malloc/free benchmarks. This program calls only the C
 // library's malloc and free and does not link libductile, so running it under
 // LD_PRELOAD=<allocator>.so measures that allocator (bench/compare-small.sh

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-2-Clause
 """Tables for bench/compare-small.sh.
 
 Reads the raw results that compare-small.sh leaves in its output directory

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Bytes of resident memory per live block, for any malloc.
  *
  *   rss_per_block SIZE [COUNT]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The scale cases of issue 11, one per run, for any allocator: plain C that
  * calls only the C library's malloc family, so LD_PRELOAD picks the
  * allocator measured (bench/compare-scale.sh runs it under each).

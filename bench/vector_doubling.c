@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The vector-doubling loop that motivated ductile's huge layer (the 2014
  * jemalloc change that grew huge allocations in place):
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # The workload-suite chart, drawn by bench/compare-workloads.sh:
 #   gnuplot -e "datadir='OUT/chart'; outfile='w.png'; subtitle='...'" bench/workloads.gp
 # datadir holds ratios.dat (one block per allocator: x, time / ductile's,

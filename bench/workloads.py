@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-2-Clause
 """Tables for bench/compare-workloads.sh (issue 6).
 
     workloads.py OUTDIR [--md PATH] [--chart-data DIR]

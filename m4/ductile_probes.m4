@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # ductile_probes.m4 -- kernel and libc interface probes for ductile.
 #
 # One macro per probe.  Each prints a "checking ..." line, caches its result

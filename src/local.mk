@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 ## src/local.mk -- the allocator library (included from Makefile.am).
 
 # All allocator sources go into this libtool convenience library (not

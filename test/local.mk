@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 ## test/local.mk -- GoogleTest unit tests (included from Makefile.am).
 ## Run with `make check`.  Each program links libductile_core.la.
 
@@ -136,6 +137,49 @@ test_integration_prof_prog_SOURCES = test/integration/prof_prog.c
 test_integration_prof_prog_CFLAGS = -O2
 TESTS += test/integration/prof_test.sh
 EXTRA_DIST += test/integration/prof_test.sh
+
+# Statistics and options from the environment (DUCTILE_STATS, DUCTILE_CONF
+# warnings, stats_print_opts) and bin/ductile --help.
+TESTS += test/integration/env_test.sh
+EXTRA_DIST += test/integration/env_test.sh
+
+# The README's quick start: two commands, the first one working as root
+# without sudo and as a user with it (stub apt-get and sudo).
+TESTS += test/integration/readme_test.sh
+EXTRA_DIST += test/integration/readme_test.sh
+
+# make compare-vector at a tiny size: its chart goes to the build directory.
+TESTS += test/integration/compare_vector_test.sh
+EXTRA_DIST += test/integration/compare_vector_test.sh
+
+# The licence: COPYING, debian/copyright, and the SPDX line of every
+# tracked source file (skipped outside a git checkout; --fix adds it).
+TESTS += test/integration/licence_test.sh
+EXTRA_DIST += test/integration/licence_test.sh COPYING
+
+# The Debian packaging's fields (skipped without debian/).
+TESTS += test/integration/packaging_test.sh
+EXTRA_DIST += test/integration/packaging_test.sh
+
+# make install's ldconfig hook (a stub ldconfig) and the manual pages.
+TESTS += test/integration/install_test.sh
+EXTRA_DIST += test/integration/install_test.sh
+
+# The public header compiles as C89, C99 and C++98 (the library itself is
+# C++17): each program includes it with -pedantic-errors under that
+# standard and calls through it.
+header_std_tests = test/integration/header_c89 test/integration/header_c99 test/integration/header_cxx98
+check_PROGRAMS += $(header_std_tests)
+TESTS += $(header_std_tests)
+test_integration_header_c89_SOURCES = test/integration/header_c.c
+test_integration_header_c89_CFLAGS = -std=c89 -pedantic-errors -Wall -Wextra -Werror
+test_integration_header_c89_LDADD = libductile.la
+test_integration_header_c99_SOURCES = test/integration/header_c.c
+test_integration_header_c99_CFLAGS = -std=c99 -pedantic-errors -Wall -Wextra -Werror
+test_integration_header_c99_LDADD = libductile.la
+test_integration_header_cxx98_SOURCES = test/integration/header_cxx98.cc
+test_integration_header_cxx98_CXXFLAGS = -std=c++98 -pedantic-errors -Wall -Wextra -Werror
+test_integration_header_cxx98_LDADD = libductile.la
 
 # Every statement of the version agrees with configure.ac's.
 TESTS += test/integration/version_test.sh

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* cache-scratch: passive false sharing (a cache-scratch-style pattern,
  * written for ductile).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* churn: single-threaded mixed-size churn, like a compiler or interpreter
  * (written for ductile).
  *

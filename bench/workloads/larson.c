@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* larson: server-like churn (a larson-style pattern, written for ductile).
  *
  * Each of T threads owns an array of S slots holding blocks of random sizes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* medium-cycle: many medium blocks cycled (written for ductile).
  *
  * Keeps L blocks live, of sizes log-uniform in [MIN, MAX]; each operation

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* thread-churn: threads exit and are replaced; objects are realloc'ed and
  * handed across thread generations (written for ductile).
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // tree: a long-lived tree of small nodes, built, mutated and torn down
 // (written for ductile).
 //

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* trim-rss: is the memory back after a trim? (written for ductile)
  *
  * A long-lived set (LIVE MiB of mixed small and medium blocks, allocated

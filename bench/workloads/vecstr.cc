@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // vecstr: growing vectors and strings (written for ductile).
 //
 // Keeps 256 containers live; each operation replaces a random one by a new

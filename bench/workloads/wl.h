@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* bench/workloads/wl.h -- shared helpers for the workload suite (issue 6).
  *
  * Every workload calls only the standard malloc/free/realloc (or C++

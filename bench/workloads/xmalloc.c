@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* xmalloc: producer/consumer (an xmalloc-style pattern, written for ductile).
  *
  * P producer threads only allocate: blocks of 8-512 B, written, gathered in

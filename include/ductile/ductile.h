@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* ductile: a general-purpose memory allocator whose huge allocations grow in place.
  *
  * The public C API. When libductile is preloaded or linked, the standard
@@ -10,7 +11,12 @@
 #include <stdio.h>
 
 #ifdef __cplusplus
+/* The header compiles as C89 and later, and as C++98 and later. */
+#if __cplusplus >= 201103L
 #define DUCTILE_NOTHROW noexcept
+#else
+#define DUCTILE_NOTHROW throw()
+#endif
 extern "C" {
 #else
 #define DUCTILE_NOTHROW
@@ -92,7 +98,7 @@ void ductile_free_aligned_sized(void *ptr, size_t alignment, size_t size) DUCTIL
 /* Align to (1 << la). */
 #define MALLOCX_LG_ALIGN(la) ((int)(la))
 /* Align to a, a power of two (the lowest set bit of a is used). */
-#define MALLOCX_ALIGN(a) ((int)__builtin_ffsll((long long)(a)) - 1)
+#define MALLOCX_ALIGN(a) ((int)__builtin_ffsl((long)(a)) - 1)
 /* New bytes read as zero (for rallocx/xallocx: those past the old size). */
 #define MALLOCX_ZERO ((int)0x40)
 #define MALLOCX_TCACHE(tc) ((int)(((tc) + 2) << 8))

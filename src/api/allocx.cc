@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // jemalloc's extended allocation API (mallocx and friends), forwarding to the
 // core. The ductile_ names are the definitions; jemalloc's names are aliases.
 //

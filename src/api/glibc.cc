@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // The rest of glibc's allocator interface, so that a program linked with
 // ductile (or running with it preloaded) asks ductile, not the C library's
 // unused heap: mallinfo, mallinfo2, malloc_stats, malloc_info and mallopt;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // mallctl, mallctlnametomib, mallctlbymib and malloc_stats_print.
 //
 // The namespace is a static tree: inner nodes have named children or one
@@ -307,6 +308,59 @@ int ctl_tcache_flush(Req& r, const size_t*, size_t) {
 }
 int ctl_page(Req& r, const size_t*, size_t) { return read_only(r, kPage); }
 
+// Size classes as jemalloc names them. The quantum is the step of the
+// classes up to 256 bytes and the alignment of every block of 16 bytes or
+// more. Bins are the small classes (objects in slabs); large extents are
+// the medium classes (page runs) a request below the huge threshold can
+// get -- from the threshold on, blocks are page multiples, not classes.
+int ctl_quantum(Req& r, const size_t*, size_t) { return read_only(r, small::kAbiAlign); }
+int ctl_nbins(Req& r, const size_t*, size_t) { return read_only(r, static_cast<unsigned>(small::kNumSmall)); }
+bool bin_index_ok(size_t i) { return i < small::kNumSmall; }
+// arenas.bin.<i>.size: the index is the name's third component.
+int ctl_bin_size(Req& r, const size_t* mib, size_t) { return read_only(r, small::class_size(mib[2])); }
+size_t nlextents() {
+  const size_t threshold = __atomic_load_n(&core::g_huge_threshold, __ATOMIC_RELAXED);
+  return small::class_of(threshold - 1) + 1 - small::kNumSmall;
+}
+int ctl_nlextents(Req& r, const size_t*, size_t) { return read_only(r, static_cast<unsigned>(nlextents())); }
+bool lextent_index_ok(size_t i) { return i < nlextents(); }
+int ctl_lextent_size(Req& r, const size_t* mib, size_t) {
+  if (mib[2] >= nlextents()) return ENOENT;  // the threshold moved since the MIB was made
+  return read_only(r, small::class_size(small::kNumSmall + mib[2]));
+}
+// opt.tcache_max: the largest size a thread cache keeps, the largest class
+// below the huge threshold.
+int ctl_opt_tcache_max(Req& r, const size_t*, size_t) {
+  return read_only(r, small::class_size(small::kNumSmall + nlextents() - 1));
+}
+
+// stats.arenas.<i>: every index is the one arena (MALLCTL_ARENAS_ALL too).
+// Pages: active (in blocks' pages) and dirty (free, retained, maybe resident).
+int ctl_arena_pactive(Req& r, const size_t*, size_t) {
+  if (writes(r)) return EPERM;
+  StatsSnapshot snap;
+  const size_t v = snapshot(snap).active / kPage;
+  return read_value(r, v);
+}
+int ctl_arena_pdirty(Req& r, const size_t*, size_t) {
+  if (writes(r)) return EPERM;
+  StatsSnapshot snap;
+  const StatsSnapshot& s = snapshot(snap);
+  const size_t v = s.chunk.dirty / kPage + s.arena.dirty_pages;
+  return read_value(r, v);
+}
+
+// thread.tcache.enabled: bool, read-write; false flushes the calling
+// thread's cache and leaves the thread without one until set true again.
+int ctl_thread_tcache_enabled(Req& r, const size_t*, size_t) {
+  const bool old = core::thread_cache_enabled();
+  bool v;
+  bool written;
+  if (int e = take_write(r, &v, &written)) return e;
+  if (written) core::set_thread_cache_enabled(v);
+  return read_value(r, old);
+}
+
 // Decay time as jemalloc's ssize_t milliseconds: -1 for "never".
 constexpr uint64_t kNeverMs = UINT64_MAX / 1000000u;  // the largest decay_ms accepted
 ssize_t decay_as_ssize(uint64_t ms) {
@@ -348,6 +402,9 @@ int ctl_arenas_dirty_decay_ms(Req& r, const size_t*, size_t) {
 int ctl_opt_dirty_decay_ms(Req& r, const size_t*, size_t) {
   return read_only(r, decay_as_ssize(core::rt().opts.decay_ms));
 }
+// No muzzy stage: a purge gives pages back (MADV_DONTNEED) in one step,
+// which is what jemalloc's muzzy_decay_ms:0 means.
+int ctl_opt_muzzy_decay_ms(Req& r, const size_t*, size_t) { return read_only(r, ssize_t{0}); }
 int ctl_opt_thp(Req& r, const size_t*, size_t) {
   huge::ThpPolicy p = core::rt().opts.thp;
   const char* v = p == huge::ThpPolicy::kAuto ? "auto" : p == huge::ThpPolicy::kAlways ? "always" : "never";
@@ -369,6 +426,16 @@ int ctl_opt_background_thread(Req& r, const size_t*, size_t) {
 int ctl_background_thread(Req& r, const size_t*, size_t) {
   return read_only(r, core::rt().background.enabled());
 }
+// One background thread at most: reads 1; writing 1 is accepted, any other
+// number is EINVAL (jemalloc's answer past its maximum).
+int ctl_max_background_threads(Req& r, const size_t*, size_t) {
+  const size_t old = 1;
+  size_t v;
+  bool written;
+  if (int e = take_write(r, &v, &written)) return e;
+  if (written && v != 1) return EINVAL;
+  return read_value(r, old);
+}
 
 // Sampled heap profiling (core/prof.h), as jemalloc(3) describes it.
 int ctl_opt_prof(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.prof); }
@@ -380,6 +447,40 @@ int ctl_opt_prof_prefix(Req& r, const size_t*, size_t) {
 }
 int ctl_opt_prof_final(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.prof_final); }
 int ctl_opt_prof_leak(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.prof_leak); }
+int ctl_opt_lg_prof_interval(Req& r, const size_t*, size_t) {
+  return read_only(r, static_cast<ssize_t>(core::rt().opts.lg_prof_interval));
+}
+int ctl_opt_prof_gdump(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.prof_gdump); }
+int ctl_opt_prof_signal(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.prof_signal); }
+int ctl_opt_stats_print_opts(Req& r, const size_t*, size_t) {
+  const char* v = core::rt().opts.stats_print_opts;
+  return read_only(r, v);
+}
+
+// prof.interval: the bytes between interval dumps, 2^lg_prof_interval; 0
+// when there are none (lg_prof_interval:-1, or no opt.prof), as jemalloc.
+int ctl_prof_interval(Req& r, const size_t*, size_t) {
+  if (!kProf) return ENOENT;
+  const int lg = core::prof::lg_interval();
+  const uint64_t v = lg < 0 ? 0 : uint64_t{1} << lg;
+  return read_only(r, v);
+}
+
+// prof.gdump: bool, read-write; as prof.active, writing it needs opt.prof.
+int ctl_prof_gdump(Req& r, const size_t*, size_t) {
+  if (!kProf) return ENOENT;
+  bool v;
+  bool written;
+  if (int e = take_write(r, &v, &written)) return e;
+  bool old;
+  if (written) {
+    if (!core::prof::enabled()) return ENOENT;
+    old = core::prof::set_gdump(v);
+  } else {
+    old = core::prof::gdump();
+  }
+  return read_value(r, old);
+}
 
 // jemalloc's rule: writing it needs opt.prof (ENOENT otherwise); it reads
 // false without.
@@ -437,12 +538,15 @@ int ctl_config_prof(Req& r, const size_t*, size_t) { return read_only(r, kProf);
 #define INNER(n, a) Node{n, nullptr, a, sizeof a / sizeof a[0], nullptr, nullptr}
 #define INDEXED(n, child, ok) Node{n, nullptr, nullptr, 0, &child, ok}
 
+constexpr Node kStatsArenaI[] = {LEAF("pactive", ctl_arena_pactive), LEAF("pdirty", ctl_arena_pdirty)};
+constexpr Node kStatsArenaIndexed = INNER(nullptr, kStatsArenaI);
 constexpr Node kStatsKids[] = {
     LEAF("allocated", ctl_stats_allocated), LEAF("active", ctl_stats_active),
     LEAF("resident", ctl_stats_resident),   LEAF("mapped", ctl_stats_mapped),
     LEAF("retained", ctl_stats_retained),   LEAF("metadata", ctl_stats_metadata),
+    INDEXED("arenas", kStatsArenaIndexed, arena_index_ok),
 };
-constexpr Node kThreadTcache[] = {LEAF("flush", ctl_purge)};
+constexpr Node kThreadTcache[] = {LEAF("flush", ctl_purge), LEAF("enabled", ctl_thread_tcache_enabled)};
 constexpr Node kThread[] = {
     LEAF("arena", ctl_thread_arena),
     LEAF("allocated", ctl_thread_counter<true>),
@@ -458,11 +562,20 @@ constexpr Node kTcache[] = {
     LEAF("flush", ctl_tcache_flush<false>),
     LEAF("destroy", ctl_tcache_flush<true>),
 };
+constexpr Node kBinI[] = {LEAF("size", ctl_bin_size)};
+constexpr Node kBinIndexed = INNER(nullptr, kBinI);
+constexpr Node kLextentI[] = {LEAF("size", ctl_lextent_size)};
+constexpr Node kLextentIndexed = INNER(nullptr, kLextentI);
 constexpr Node kArenas[] = {
     LEAF("narenas", ctl_narenas),
     LEAF("create", ctl_arenas_create),
     LEAF("page", ctl_page),
     LEAF("dirty_decay_ms", ctl_arenas_dirty_decay_ms),
+    LEAF("quantum", ctl_quantum),
+    LEAF("nbins", ctl_nbins),
+    INDEXED("bin", kBinIndexed, bin_index_ok),
+    LEAF("nlextents", ctl_nlextents),
+    INDEXED("lextent", kLextentIndexed, lextent_index_ok),
 };
 // Every option of the option table (core/options.cc), with its type, plus
 // jemalloc's names for the same settings. api_test checks that every option
@@ -483,8 +596,14 @@ constexpr Node kOpt[] = {
     LEAF("prof_prefix", ctl_opt_prof_prefix),       // const char *
     LEAF("prof_final", ctl_opt_prof_final),         // bool
     LEAF("prof_leak", ctl_opt_prof_leak),           // bool
+    LEAF("lg_prof_interval", ctl_opt_lg_prof_interval), // ssize_t (-1: no interval dumps)
+    LEAF("prof_gdump", ctl_opt_prof_gdump),         // bool
+    LEAF("prof_signal", ctl_opt_prof_signal),       // int (0: none)
+    LEAF("stats_print_opts", ctl_opt_stats_print_opts), // const char *
     LEAF("dirty_decay_ms", ctl_opt_dirty_decay_ms), // ssize_t, jemalloc's
     LEAF("narenas", ctl_opt_narenas),               // unsigned, jemalloc's
+    LEAF("muzzy_decay_ms", ctl_opt_muzzy_decay_ms), // ssize_t, jemalloc's (0: no muzzy stage)
+    LEAF("tcache_max", ctl_opt_tcache_max),         // size_t, jemalloc's
 };
 constexpr Node kConfig[] = {
     LEAF("debug", ctl_config_debug), LEAF("hardened", ctl_config_hardened), LEAF("stats", ctl_config_stats), LEAF("prof", ctl_config_prof)};
@@ -493,6 +612,8 @@ constexpr Node kProfKids[] = {
     LEAF("dump", ctl_prof_dump),
     LEAF("reset", ctl_prof_reset),
     LEAF("lg_sample", ctl_prof_lg_sample),
+    LEAF("interval", ctl_prof_interval),
+    LEAF("gdump", ctl_prof_gdump),
 };
 constexpr Node kGrowth[] = {
     LEAF("headroom", ctl_growth<0>), LEAF("neighbour", ctl_growth<1>), LEAF("fixed_map", ctl_growth<2>),
@@ -549,6 +670,7 @@ constexpr Node kRootKids[] = {
     LEAF("version", ctl_version),
     LEAF("epoch", ctl_epoch),
     LEAF("background_thread", ctl_background_thread),
+    LEAF("max_background_threads", ctl_max_background_threads),
     INNER("stats", kStatsKids),
     INNER("thread", kThread),
     INNER("tcache", kTcache),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // The C allocation functions: each forwards to the core. The ductile_ names
 // are the definitions; the standard names are aliases of them, so a
 // preloaded libductile interposes on the C library's allocator with no extra

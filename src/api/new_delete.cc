@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // Every replaceable global operator new and delete (C++17: plain, array,
 // nothrow, sized, aligned and their combinations), forwarding to the core.
 //

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // Compiler attributes, always-on checks and debug assertions, page arithmetic.
 // Every other header includes this one; it includes nothing of ours.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 #include "base/fork_gate.h"
 
 #include <linux/futex.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // The fork gate: work that takes something out of a shared structure and
 // puts it back later, outside the structure's lock (a purge batch, slabs on
 // their way from a bin to the slab arena, a huge block between its mremap

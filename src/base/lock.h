@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // A mutex that never allocates and is usable before constructors run
 // (statically initialised), plus a scoped guard.
 #pragma once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // Starting ductile's own helper threads (the prefault helper, the background
 // thread), and holding off a cancellation.
 #pragma once

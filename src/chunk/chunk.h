@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // Layer 2, the chunk layer: owns ductile's address space and hands it out as
 // page-multiple extents.
 //

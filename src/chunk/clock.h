@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // The chunk layer's notion of time, injected so that tests drive decay with a
 // fake clock (test/support/fake_clock.h).
 #pragma once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // An extent: a page-multiple range of address space that ductile owns, with
 // the state the chunk layer tracks for it. Upper layers own the extents they
 // are handed (state kActive) and may hang their own metadata off `owner`.

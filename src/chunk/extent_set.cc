@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 #include "chunk/extent_set.h"
 
 namespace ductile::chunk {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // A set of free extents of one state (dirty or clean), indexed for best-fit
 // search: segregated lists by page count -- exact below 16 pages, then four
 // buckets per doubling -- with a bitmap of non-empty buckets. Each set also

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 #include "chunk/meta_alloc.h"
 
 namespace ductile::chunk {

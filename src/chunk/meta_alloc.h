@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // Metadata memory for the chunk layer and the layers above it (extents,
 // page-map nodes, slab headers): carved from blocks taken straight from the
 // OS layer, so ductile never calls into itself for its own bookkeeping.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 #include "chunk/page_map.h"
 
 namespace ductile::chunk {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // The page map: which extent owns a given page, answered in O(1) without a
 // lock. A two-level radix tree over the 36-bit page number of a 48-bit
 // address (18 bits per level): the root is an array inside the map (2 MiB of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // The background thread (jemalloc's name: background_thread): finishes decay
 // for a program that has gone quiet. Decay is otherwise driven by the
 // allocator's own calls, so memory freed just before a program stops calling

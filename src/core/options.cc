@@ -1,4 +1,7 @@
+// SPDX-License-Identifier: BSD-2-Clause
 #include "core/options.h"
+
+#include <signal.h>
 
 #include <cstring>
 
@@ -44,11 +47,23 @@ bool parse_at_most(const char* s, size_t n, uint64_t most, size_t* out) {
   return true;
 }
 
+bool is(const char* s, size_t n, const char* word) { return std::strlen(word) == n && !std::strncmp(s, word, n); }
+
+// The usual words: 1/0, true/false, yes/no, on/off.
 bool parse_bool(const char* s, size_t n, bool* out) {
-  if ((n == 4 && !std::strncmp(s, "true", 4)) || (n == 1 && s[0] == '1')) return *out = true, true;
-  if ((n == 5 && !std::strncmp(s, "false", 5)) || (n == 1 && s[0] == '0')) return *out = false, true;
+  if (is(s, n, "1") || is(s, n, "true") || is(s, n, "yes") || is(s, n, "on")) return *out = true, true;
+  if (is(s, n, "0") || is(s, n, "false") || is(s, n, "no") || is(s, n, "off")) return *out = false, true;
   return false;
 }
+
+constexpr struct {
+  const char* name;  // without "SIG"
+  int number;
+} kSignals[] = {
+    {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT},     {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
+    {"ALRM", SIGALRM}, {"TERM", SIGTERM}, {"WINCH", SIGWINCH},   {"URG", SIGURG},   {"PROF", SIGPROF},
+    {"VTALRM", SIGVTALRM}, {"IO", SIGIO}, {"PWR", SIGPWR},
+};
 
 bool set_decay(Options& o, const char* v, size_t n) {
   uint64_t x;
@@ -84,6 +99,30 @@ bool set_prof_final(Options& o, const char* v, size_t n) { return parse_bool(v, 
 bool set_prof_leak(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.prof_leak); }
 // jemalloc's bound: the mean interval must fit in 64 bits.
 bool set_lg_prof_sample(Options& o, const char* v, size_t n) { return parse_at_most(v, n, 63, &o.lg_prof_sample); }
+bool set_lg_prof_interval(Options& o, const char* v, size_t n) {
+  size_t x;
+  if (is(v, n, "-1")) return o.lg_prof_interval = -1, true;
+  if (!parse_at_most(v, n, 63, &x)) return false;
+  o.lg_prof_interval = static_cast<int>(x);
+  return true;
+}
+bool set_prof_gdump(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.prof_gdump); }
+bool set_prof_signal(Options& o, const char* v, size_t n) {
+  const int sig = parse_signal(v, n);
+  if (sig < 0) return false;
+  o.prof_signal = sig;
+  return true;
+}
+bool set_stats_print_opts(Options& o, const char* v, size_t n) {
+  if (n >= kMaxStatsOpts) return false;
+  // malloc_stats_print's letters ductile reads: J (JSON), b (no bins);
+  // jemalloc's others are accepted and change nothing.
+  for (size_t i = 0; i < n; i++)
+    if (!std::strchr("Jgmdablxeh", v[i])) return false;
+  std::memcpy(o.stats_print_opts, v, n);
+  o.stats_print_opts[n] = '\0';
+  return true;
+}
 bool set_prof_prefix(Options& o, const char* v, size_t n) {
   if (n >= kMaxPrefix) return false;
   std::memcpy(o.prof_prefix, v, n);
@@ -94,28 +133,38 @@ bool set_prof_prefix(Options& o, const char* v, size_t n) {
 struct Entry {
   const char* name;
   bool (*set)(Options&, const char*, size_t);
+  OptionKind kind;
+  const char* allowed;  // what a "bad value" warning says the values are
 };
+
+constexpr const char* kBoolWords = "true or false (1/0, yes/no, on/off)";
 
 constexpr Entry kTable[] = {
-    {"decay_ms", set_decay},
-    {"thp", set_thp},
-    {"huge_threshold", set_threshold},
-    {"tcache", set_tcache},
-    {"hardened", set_hardened},
-    {"stats_print", set_stats_print},
-    {"prefault", set_prefault},
-    {"bin_sets", set_bin_sets},
-    {"background_thread", set_background_thread},
-    {"prof", set_prof},
-    {"prof_active", set_prof_active},
-    {"lg_prof_sample", set_lg_prof_sample},
-    {"prof_prefix", set_prof_prefix},
-    {"prof_final", set_prof_final},
-    {"prof_leak", set_prof_leak},
+    {"decay_ms", set_decay, OptionKind::kNumber, "0 to 18446744073709 milliseconds"},
+    {"thp", set_thp, OptionKind::kText, "auto, always or never"},
+    {"huge_threshold", set_threshold, OptionKind::kNumber, "16385 to 4194304 bytes (k, m, g suffixes)"},
+    {"tcache", set_tcache, OptionKind::kBool, kBoolWords},
+    {"hardened", set_hardened, OptionKind::kBool, kBoolWords},
+    {"stats_print", set_stats_print, OptionKind::kBool, kBoolWords},
+    {"stats_print_opts", set_stats_print_opts, OptionKind::kText, "up to 31 of the letters Jgmdablxeh"},
+    {"prefault", set_prefault, OptionKind::kBool, kBoolWords},
+    {"bin_sets", set_bin_sets, OptionKind::kNumber, "0 (one per CPU) to 8"},
+    {"background_thread", set_background_thread, OptionKind::kBool, kBoolWords},
+    {"prof", set_prof, OptionKind::kBool, kBoolWords},
+    {"prof_active", set_prof_active, OptionKind::kBool, kBoolWords},
+    {"lg_prof_sample", set_lg_prof_sample, OptionKind::kNumber, "0 to 63"},
+    {"prof_prefix", set_prof_prefix, OptionKind::kText, "up to 255 bytes"},
+    {"prof_final", set_prof_final, OptionKind::kBool, kBoolWords},
+    {"prof_leak", set_prof_leak, OptionKind::kBool, kBoolWords},
+    {"lg_prof_interval", set_lg_prof_interval, OptionKind::kNumber, "-1 (off) to 63"},
+    {"prof_gdump", set_prof_gdump, OptionKind::kBool, kBoolWords},
+    {"prof_signal", set_prof_signal, OptionKind::kText, "a signal name (SIGUSR2, USR2), a number up to 64 but KILL, STOP, SEGV and BUS, or none"},
 };
 
-void warn_entry(const char* what, const char* s, size_t n) {
-  char buf[160];
+// "DUCTILE_CONF: <what> "<entry>" ignored[ (<allowed>)]": an entry longer
+// than 64 bytes is cut, and the cut ends in an ellipsis.
+void warn_entry(const char* what, const char* s, size_t n, const char* allowed = nullptr) {
+  char buf[256];
   size_t len = 0;
   auto put = [&](const char* t, size_t k) {
     for (size_t i = 0; i < k && len + 1 < sizeof buf; i++) buf[len++] = t[i];
@@ -123,8 +172,18 @@ void warn_entry(const char* what, const char* s, size_t n) {
   put("DUCTILE_CONF: ", 14);
   put(what, std::strlen(what));
   put(" \"", 2);
-  put(s, n > 64 ? 64 : n);
+  if (n > 64) {
+    put(s, 64);
+    put("\u2026", std::strlen("\u2026"));
+  } else {
+    put(s, n);
+  }
   put("\" ignored", 9);
+  if (allowed != nullptr) {
+    put(" (allowed: ", 11);
+    put(allowed, std::strlen(allowed));
+    put(")", 1);
+  }
   buf[len] = '\0';
   warn(buf);
 }
@@ -153,7 +212,7 @@ size_t parse_options(const char* conf, Options& opts) noexcept {
         warn_entry("unknown option", p, len);
         rejected++;
       } else if (!found->set(opts, colon + 1, len - klen - 1)) {
-        warn_entry("bad value for", p, len);
+        warn_entry("bad value for", p, len, found->allowed);
         rejected++;
       }
     }
@@ -166,6 +225,19 @@ size_t parse_options(const char* conf, Options& opts) noexcept {
 size_t option_count() noexcept { return sizeof kTable / sizeof kTable[0]; }
 
 const char* option_name(size_t i) noexcept { return i < option_count() ? kTable[i].name : nullptr; }
+
+OptionKind option_kind(size_t i) noexcept { return i < option_count() ? kTable[i].kind : OptionKind::kText; }
+
+int parse_signal(const char* s, size_t n) noexcept {
+  if (is(s, n, "none") || is(s, n, "0")) return 0;
+  if (n > 3 && !std::strncmp(s, "SIG", 3)) s += 3, n -= 3;
+  for (const auto& sig : kSignals)
+    if (is(s, n, sig.name)) return sig.number;
+  size_t x;
+  if (parse_at_most(s, n, 64, &x) && x >= 1 && x != SIGKILL && x != SIGSTOP && x != SIGSEGV && x != SIGBUS)
+    return static_cast<int>(x);
+  return -1;
+}
 
 bool set_option(Options& opts, const char* name, const char* value, size_t n) noexcept {
   for (const Entry& e : kTable) {
@@ -201,7 +273,26 @@ bool option_to_string(const Options& o, const char* name, char* buf, size_t n) n
   else if (!std::strcmp(name, "prof_prefix")) copy(o.prof_prefix);
   else if (!std::strcmp(name, "prof_final")) copy(o.prof_final ? "true" : "false");
   else if (!std::strcmp(name, "prof_leak")) copy(o.prof_leak ? "true" : "false");
-  else return false;
+  else if (!std::strcmp(name, "stats_print_opts")) copy(o.stats_print_opts);
+  else if (!std::strcmp(name, "prof_gdump")) copy(o.prof_gdump ? "true" : "false");
+  else if (!std::strcmp(name, "lg_prof_interval")) {
+    if (o.lg_prof_interval < 0) copy("-1");
+    else (void)format_u64(static_cast<uint64_t>(o.lg_prof_interval), buf, n);
+  } else if (!std::strcmp(name, "prof_signal")) {
+    const char* known = nullptr;
+    for (const auto& sig : kSignals)
+      if (sig.number == o.prof_signal) known = sig.name;
+    if (o.prof_signal == 0) {
+      copy("none");
+    } else if (known != nullptr && n > 3) {
+      copy("SIG");
+      size_t i = 3;
+      for (; *known && i + 1 < n; i++) buf[i] = *known++;
+      buf[i] = '\0';
+    } else {
+      (void)format_u64(static_cast<uint64_t>(o.prof_signal), buf, n);
+    }
+  } else return false;
   return true;
 }
 

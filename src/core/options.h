@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // Run-time options: one table, one parser. Sources, later ones winning: the
 // built-in defaults, the configure-time default (--with-malloc-conf), the
 // DUCTILE_CONF environment variable ("thp:never,decay_ms:2000").
@@ -15,6 +16,8 @@ namespace ductile::core {
 inline constexpr size_t kMaxBinSetsOption = 8;
 // The longest prof_prefix, with its terminating NUL.
 inline constexpr size_t kMaxPrefix = 256;
+// The longest stats_print_opts, with its terminating NUL.
+inline constexpr size_t kMaxStatsOpts = 32;
 
 struct Options {
   uint64_t decay_ms = 10000;           // chunk::Options::decay_ns
@@ -22,6 +25,7 @@ struct Options {
   size_t huge_threshold = kHugePage;   // huge::Options::threshold
   bool tcache = true;                  // per-thread caches
   bool stats_print = false;            // print statistics at exit (also DUCTILE_STATS=1)
+  char stats_print_opts[kMaxStatsOpts] = "";  // malloc_stats_print's opts for that print ("J": JSON)
   bool prefault = false;               // the prefault helper thread (small::Prefaulter)
   size_t bin_sets = 1;                 // sets of bins (Runtime::bins), at most 8; 0: one per CPU
   bool background_thread = true;       // finish decay for a quiet program (core::BackgroundThread)
@@ -33,7 +37,13 @@ struct Options {
   char prof_prefix[kMaxPrefix] = "jeprof";  // dump files' names; empty: no automatic dumps
   bool prof_final = false;             // dump at exit: <prefix>.<pid>.<seq>.f.heap
   bool prof_leak = false;              // with prof_final: print a leak summary at exit
+  int lg_prof_interval = -1;           // a dump per 2^N bytes allocated; -1: none
+  bool prof_gdump = false;             // a dump at each new high of the sampled live bytes
+  int prof_signal = 0;                 // a dump when this signal arrives; 0: none
 };
+
+// How an option's value reads: a number, true/false, or text (for JSON).
+enum class OptionKind { kNumber, kBool, kText };
 
 // Parses "key:value,key:value" into `opts`. Returns the number of entries
 // rejected (each was warned about).
@@ -46,6 +56,11 @@ bool option_to_string(const Options& opts, const char* name, char* buf, size_t n
 // printer): option_name(i) for i < option_count().
 size_t option_count() noexcept;
 const char* option_name(size_t i) noexcept;
+OptionKind option_kind(size_t i) noexcept;
+
+// The signal number of a name as prof_signal takes it ("SIGUSR2", "USR2",
+// "12"); 0 for none ("0", "none"); -1 for anything else.
+int parse_signal(const char* s, size_t n) noexcept;
 
 // Sets one option from the text `value` (n bytes) with the table's parser.
 // False, with `opts` unchanged, for an unknown name or a bad value; warns

@@ -1,9 +1,11 @@
+// SPDX-License-Identifier: BSD-2-Clause
 #include "core/prof.h"
 
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <fcntl.h>
 #include <link.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -52,6 +54,27 @@ Sample* g_free_samples = nullptr;
 uint64_t g_epoch = 0;
 uint64_t g_dump_seq = 0;   // every dump of this process
 uint64_t g_mdump_seq = 0;  // prof.dump's
+uint64_t g_idump_seq = 0;  // lg_prof_interval's
+uint64_t g_udump_seq = 0;  // prof_gdump's
+uint64_t g_sdump_seq = 0;  // prof_signal's
+
+// Dumps asked for and not yet written: a bit per kind. Set by the interval
+// count, a new high of the live bytes and the signal handler (an atomic
+// or, which is async-signal-safe); written by the next allocation that
+// reaches the slow path (poll), never inside the handler.
+constexpr unsigned kWantInterval = 1, kWantGdump = 2, kWantSignal = 4;
+std::atomic<unsigned> g_want{0};
+
+// lg_prof_interval: -1 for none; the bytes counted so far.
+int g_lg_interval = -1;
+std::atomic<uint64_t> g_interval_bytes{0};
+// The bytes this thread had allocated at its last sampling step.
+__thread uint64_t t_counted __attribute__((tls_model("initial-exec"))) = 0;
+
+// prof.gdump, and the live sampled bytes and their highest mark (g_lock).
+std::atomic<bool> g_gdump{false};
+uint64_t g_live_bytes = 0;
+uint64_t g_live_high = 0;
 
 // This thread is inside the profiler: what it allocates is not sampled.
 __thread bool t_busy __attribute__((tls_model("initial-exec"))) = false;
@@ -266,14 +289,17 @@ bool write_profile(int fd) {
 }
 
 // <prefix>.<pid>.<seq>.<kind><n>.heap, jemalloc's names (kind "m" for
-// prof.dump, "f" without a number for the final dump).
+// prof.dump, "i" for lg_prof_interval, "u" for prof_gdump, "s" -- ductile's
+// -- for prof_signal, "f" without a number for the final dump).
 void dump_name(char* out, size_t n, char kind, bool numbered) {
   char pid[24], seq[24], k[24];
   format_u64(static_cast<uint64_t>(getpid()), pid, sizeof pid);
   {
     LockGuard g(g_lock);
+    uint64_t* kind_seq = kind == 'i' ? &g_idump_seq : kind == 'u' ? &g_udump_seq : kind == 's' ? &g_sdump_seq
+                                                                                                : &g_mdump_seq;
     format_u64(g_dump_seq++, seq, sizeof seq);
-    format_u64(numbered ? g_mdump_seq++ : 0, k, sizeof k);
+    format_u64(numbered ? (*kind_seq)++ : 0, k, sizeof k);
   }
   size_t len = 0;
   auto put = [&](const char* s) {
@@ -298,6 +324,27 @@ int dump_to(const char* path) {
   bool ok = write_profile(fd);
   ok = ::close(fd) == 0 && ok;
   return ok ? 0 : EFAULT;
+}
+
+void on_signal(int) { g_want.fetch_or(kWantSignal, std::memory_order_relaxed); }
+
+// Writes the dumps asked for (see g_want), outside any lock of ours.
+void write_wanted() {
+  const unsigned want = g_want.exchange(0, std::memory_order_acquire);
+  if (want == 0 || g_prefix[0] == '\0') return;
+  const bool was_busy = t_busy;
+  t_busy = true;  // nothing this thread allocates meanwhile is sampled
+  char name[kMaxPath];
+  const struct {
+    unsigned bit;
+    char kind;
+  } kinds[] = {{kWantInterval, 'i'}, {kWantGdump, 'u'}, {kWantSignal, 's'}};
+  for (const auto& k : kinds) {
+    if (!(want & k.bit)) continue;
+    dump_name(name, sizeof name, k.kind, true);
+    (void)dump_to(name);
+  }
+  t_busy = was_busy;
 }
 
 uint64_t splitmix(uint64_t x) {
@@ -369,6 +416,18 @@ void init(const Options& o) noexcept {
   g_prefix[sizeof g_prefix - 1] = '\0';
   g_lg.store(o.lg_prof_sample, std::memory_order_relaxed);
   g_active.store(g_enabled && o.prof_active, std::memory_order_release);
+  g_lg_interval = o.lg_prof_interval;
+  g_gdump.store(o.prof_gdump, std::memory_order_relaxed);
+  if (g_enabled && o.prof_signal > 0 && g_prefix[0] != '\0') {
+    // The handler only sets a bit (see g_want). SA_RESTART: the program's
+    // interrupted system calls go on.
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    if (sigaction(o.prof_signal, &sa, nullptr) != 0) warn("prof_signal: the signal's handler could not be set");
+  }
   if (g_enabled && g_final && g_leak) {
     // Programs may close stderr in an atexit handler that runs first.
     int fd = fcntl(2, F_DUPFD_CLOEXEC, 64);
@@ -381,20 +440,42 @@ bool active() noexcept { return g_active.load(std::memory_order_acquire); }
 size_t lg_sample() noexcept { return g_lg.load(std::memory_order_relaxed); }
 uint64_t initial_at() noexcept { return g_enabled ? 0 : UINT64_MAX; }
 
+int lg_interval() noexcept { return g_enabled ? g_lg_interval : -1; }
+bool gdump() noexcept { return g_enabled && g_gdump.load(std::memory_order_relaxed); }
+bool set_gdump(bool on) noexcept {
+  if (!g_enabled) return false;
+  return g_gdump.exchange(on, std::memory_order_relaxed);
+}
+
 bool set_active(bool on) noexcept {
   if (!g_enabled) return false;
   return g_active.exchange(on, std::memory_order_acq_rel);
+}
+
+void poll() noexcept {
+  if (DUCTILE_UNLIKELY(g_want.load(std::memory_order_relaxed) != 0) && !t_busy) write_wanted();
 }
 
 bool due(const Clock& c, size_t bytes, bool count) noexcept {
   const uint64_t now = *c.allocated + bytes;
   if (count) *c.allocated = now;
   const uint64_t at = *c.at;
+  poll();
   if (DUCTILE_LIKELY(now < at) || t_busy) return false;
   if (!g_enabled) {
     *c.at = UINT64_MAX;  // for good: prof:true is only read at start-up
     return false;
   }
+  // lg_prof_interval: the bytes since this thread's last step are counted
+  // here, at the clock's steps (about every 2^lg_prof_sample bytes), so a
+  // dump comes within about one sampling interval of each 2^N bytes.
+  if (g_lg_interval >= 0 && active()) {
+    const uint64_t since = at != 0 && now >= t_counted ? now - t_counted : 0;
+    const uint64_t before = g_interval_bytes.fetch_add(since, std::memory_order_relaxed);
+    if ((before >> g_lg_interval) != ((before + since) >> g_lg_interval))
+      g_want.fetch_or(kWantInterval, std::memory_order_relaxed);
+  }
+  t_counted = now;
   // The clock runs on while prof.active is false (a slow path per interval,
   // only under prof:true), so that switching it on reaches every thread
   // without writing to other threads' caches.
@@ -427,9 +508,15 @@ Sample* record(size_t bytes) noexcept {
       b->live_bytes += bytes;
       b->total_n++;
       b->total_bytes += bytes;
+      g_live_bytes += bytes;
+      if (g_live_bytes > g_live_high) {
+        g_live_high = g_live_bytes;
+        if (g_gdump.load(std::memory_order_relaxed)) g_want.fetch_or(kWantGdump, std::memory_order_relaxed);
+      }
     }
   }
   t_busy = false;
+  poll();
   return s;
 }
 
@@ -438,6 +525,7 @@ void release(Sample* s) noexcept {
   if (s->epoch == g_epoch) {
     s->bucket->live_n--;
     s->bucket->live_bytes -= s->bytes;
+    g_live_bytes -= s->bytes;
   }
   s->next_free = g_free_samples;
   g_free_samples = s;
@@ -447,7 +535,14 @@ void set_capture_hook(void (*hook)()) noexcept { g_capture_hook.store(hook, std:
 
 void resize(Sample* s, size_t bytes) noexcept {
   LockGuard g(g_lock);
-  if (s->epoch == g_epoch) s->bucket->live_bytes = s->bucket->live_bytes - s->bytes + bytes;
+  if (s->epoch == g_epoch) {
+    s->bucket->live_bytes = s->bucket->live_bytes - s->bytes + bytes;
+    g_live_bytes = g_live_bytes - s->bytes + bytes;
+    if (g_live_bytes > g_live_high) {
+      g_live_high = g_live_bytes;
+      if (g_gdump.load(std::memory_order_relaxed)) g_want.fetch_or(kWantGdump, std::memory_order_relaxed);
+    }
+  }
   s->bytes = bytes;
 }
 
@@ -455,6 +550,7 @@ void reset(size_t lg) noexcept {
   LockGuard g(g_lock);
   g_epoch++;
   for_each_bucket([](Bucket& b) { b.live_n = b.live_bytes = b.total_n = b.total_bytes = 0; });
+  g_live_bytes = g_live_high = 0;
   g_lg.store(lg, std::memory_order_relaxed);
 }
 

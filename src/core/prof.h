@@ -1,6 +1,15 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // Sampled heap profiling: which code holds the memory. jemalloc's scheme
 // and names (prof, prof_active, lg_prof_sample, prof_prefix, prof_final,
-// prof_leak; prof.active, prof.dump, prof.reset, prof.lg_sample).
+// prof_leak, lg_prof_interval, prof_gdump; prof.active, prof.dump,
+// prof.reset, prof.lg_sample, prof.interval, prof.gdump), and prof_signal.
+//
+// Dumps other than prof.dump's and the final one are asked for where they
+// become due -- every 2^lg_prof_interval bytes (counted at the sampling
+// clock's steps), at a new high of the sampled live bytes (prof_gdump), in
+// a handler of prof_signal (which only sets a bit: no lock, no file) --
+// and written by the next allocation that reaches the slow path, outside
+// every lock of the allocator and never inside a signal handler.
 //
 // Each thread counts the bytes it allocates (ThreadCache::allocated) and
 // takes a sample when the count passes ThreadCache::prof_at, which is then
@@ -57,6 +66,17 @@ bool enabled() noexcept;
 bool active() noexcept;
 // Sets prof.active; returns the old value.
 bool set_active(bool on) noexcept;
+// lg_prof_interval: a dump per 2^N bytes allocated, -1 for none (always -1
+// without opt.prof).
+int lg_interval() noexcept;
+// prof.gdump: a dump at each new high of the sampled live bytes. set_gdump
+// returns the old value (false, and nothing set, without opt.prof).
+bool gdump() noexcept;
+bool set_gdump(bool on) noexcept;
+// Writes the dumps that lg_prof_interval, prof.gdump and prof_signal have
+// asked for since the last call; called from the allocation slow path (by
+// due()), where no lock of the allocator is held.
+void poll() noexcept;
 // prof.lg_sample: the mean interval's log2 now.
 size_t lg_sample() noexcept;
 // The first value of a new thread's ThreadCache::prof_at.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 #include "core/runtime.h"
 
 #include <pthread.h>
@@ -86,6 +87,8 @@ __thread uint8_t t_state __attribute__((tls_model("initial-exec"))) = kNoCache;
 __thread bool t_initialising __attribute__((tls_model("initial-exec"))) = false;
 // This thread has made a free without a cache (see cache_for_free).
 __thread bool t_freed_uncached __attribute__((tls_model("initial-exec"))) = false;
+// thread.tcache.enabled was set false: this thread makes no cache.
+__thread bool t_cache_off __attribute__((tls_model("initial-exec"))) = false;
 
 // Calls into the allocator under way on this thread (InCall): a fork from
 // a signal handler that interrupted one of them must not trust the heap in
@@ -223,7 +226,8 @@ void* medium_from_chunks(size_t cls, size_t align, bool zero, bool tagged = true
 ThreadCache* create_cache() {
   // hardened:true without --enable-hardened: no caches, so that every call
   // reaches the checks without a test on the inline paths.
-  if (t_state != kNoCache || !rt().opts.tcache || (g_hardened && !kHardened) || g_fork_heap) return nullptr;
+  if (t_state != kNoCache || t_cache_off || !rt().opts.tcache || (g_hardened && !kHardened) || g_fork_heap)
+    return nullptr;
   t_state = kMakingCache;
   ThreadCache* tc;
   {
@@ -824,7 +828,7 @@ bool ensure_ready() noexcept {
     parse_options(DUCTILE_DEFAULT_CONF, o);
     parse_options(getenv("DUCTILE_CONF"), o);
     if (const char* s = getenv("DUCTILE_STATS"); s && *s && !set_option(o, "stats_print", s, std::strlen(s)))
-      warn("DUCTILE_STATS: expected 1, 0, true or false; ignored");
+      warn("DUCTILE_STATS: expected 1/0, true/false, yes/no or on/off; ignored");
     g_hardened = kHardened || o.hardened;
     if (g_hardened) {
       // AT_RANDOM's second half (the chunk layer's hint takes the first).
@@ -1178,6 +1182,23 @@ void flush_thread_cache() noexcept {
   if (!g_ready.load(std::memory_order_acquire) || g_fork_heap) return;
   const InCall in_call;
   if (ThreadCache* tc = own_cache()) flush_all(tc, false);
+}
+
+bool thread_cache_enabled() noexcept {
+  return !t_cache_off && rt().opts.tcache && !(g_hardened && !kHardened);
+}
+
+void set_thread_cache_enabled(bool on) noexcept {
+  if (!ensure_ready() || g_fork_heap) return;
+  const InCall in_call;
+  t_cache_off = !on;
+  if (on) return;  // the next slow path makes the cache
+  if (ThreadCache* tc = own_cache()) {
+    t_cache = no_cache();
+    t_state = kNoCache;
+    pthread_setspecific(g_cache_key, nullptr);
+    retire_cache(tc, false);
+  }
 }
 
 size_t trim() noexcept {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // The core: one process-wide Runtime holding every layer, created on the
 // first call (before constructors run, when preloaded), and the dispatch by
 // size that the API layer forwards to. The common malloc and free are inline
@@ -170,6 +171,10 @@ size_t usable_size_for(size_t size, size_t align) noexcept;
 size_t resize_in_place(void* p, size_t size, bool zero) noexcept;
 // Gives the calling thread's cached blocks back to their bins (tcache.flush).
 void flush_thread_cache() noexcept;
+// thread.tcache.enabled: whether the calling thread uses a cache; setting
+// it false flushes the thread's cache and gives it back.
+bool thread_cache_enabled() noexcept;
+void set_thread_cache_enabled(bool on) noexcept;
 // Flushes the calling thread's cache, releases every empty slab and purges
 // every retained extent. Returns the bytes purged.
 size_t trim() noexcept;

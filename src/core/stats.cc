@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 #include "core/stats.h"
 
 #include <fcntl.h>
@@ -106,7 +107,7 @@ void bytes_row(Out& o, const char* name, const LayerBytes& b) {
 }
 
 void print_text(Out& o, const StatsSnapshot& s, const char* opts) {
-  char val[64];
+  char val[kMaxPrefix];
   o.str("___ Begin ductile statistics ___\n");
   o.str("Version: ").str(PACKAGE_VERSION).ch('\n');
   o.str("Options:");
@@ -206,12 +207,23 @@ class Json {
     o_.str(v ? "true" : "false");
     return *this;
   }
-  // Values here are option values and names of our own: no characters that
-  // need escaping other than these two.
+  // A number as the option table prints it (lg_prof_interval's -1 too).
+  Json& number_text(const char* key, const char* v) {
+    this->key(key);
+    o_.str(v);
+    return *this;
+  }
+  // Values here are option values (prof_prefix is the user's text) and
+  // names of our own: quotes, backslashes and control characters escaped.
   Json& string(const char* key, const char* v) {
     this->key(key);
     o_.ch('"');
     for (; *v; v++) {
+      const unsigned char c = static_cast<unsigned char>(*v);
+      if (c < 0x20) {
+        o_.str("\\u00").ch("0123456789abcdef"[c >> 4]).ch("0123456789abcdef"[c & 15]);
+        continue;
+      }
       if (*v == '"' || *v == '\\') o_.ch('\\');
       o_.ch(*v);
     }
@@ -234,14 +246,19 @@ class Json {
 };
 
 void print_json(Out& o, const StatsSnapshot& s, const char* opts) {
-  char val[64];
+  char val[kMaxPrefix];
   Json j(o);
   j.open(nullptr, '{').open("ductile", '{');
   j.string("version", PACKAGE_VERSION);
   j.open("options", '{');
   for (size_t i = 0; i < option_count(); i++) {
     const char* name = option_name(i);
-    if (option_to_string(rt().opts, name, val, sizeof val)) j.string(name, val);
+    if (!option_to_string(rt().opts, name, val, sizeof val)) continue;
+    switch (option_kind(i)) {
+      case OptionKind::kNumber: j.number_text(name, val); break;
+      case OptionKind::kBool: j.boolean(name, val[0] == 't'); break;
+      case OptionKind::kText: j.string(name, val); break;
+    }
   }
   j.close('}');
   const os::Features& f = rt().os.features();
@@ -490,7 +507,7 @@ void print_to(WriteFn write, void* opaque, int fd, const char* opts) {
 
 int g_exit_fd = 2;
 
-void at_exit() { print_to(nullptr, nullptr, g_exit_fd, nullptr); }
+void at_exit() { print_to(nullptr, nullptr, g_exit_fd, rt().opts.stats_print_opts); }
 
 }  // namespace
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // Statistics: one snapshot of every layer's counters, the derived totals that
 // mallctl("stats.*") reports, and the printer behind malloc_stats_print and
 // DUCTILE_STATS=1 (readable text or JSON).

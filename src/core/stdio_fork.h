@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // The C library's stdio list lock, taken around fork() before ductile's
 // own locks. The one place that names the C library's private symbols.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 #include "huge/huge.h"
 
 #include <cstring>

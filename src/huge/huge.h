@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // Layer 3, the huge layer: blocks at or above the huge threshold. Each block
 // sits at the start of a span (a chunk-layer extent) whose rest is headroom.
 // Growth, in this order (the first that can serve wins):

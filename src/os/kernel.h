@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // The raw memory system calls, behind an interface so that tests can put a
 // fake kernel under the OS layer (test/support/fake_kernel.h) that records
 // each call and fails the ones a test chooses.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // The one file that issues memory system calls.
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 #include "os/map_budget.h"
 
 namespace ductile::os {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // How close the process is to vm.max_map_count, the kernel's limit on its
 // mappings (65 530 by default). Past the limit every call that would add a
 // mapping fails with ENOMEM -- ductile's, and the program's: pthread_create,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // Layer 1, the OS layer: every memory system call ductile makes goes through
 // an Os. It owns the policy around the raw calls (kernel.h): what to do when a
 // feature is missing, how to batch purges, and it counts every call by kind.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // Layer 4, small objects: the central bins. One bin per small size class
 // holds that class's slabs -- extents carved into equal objects, with no
 // per-object header -- and hands objects to thread caches in batches.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // Decay of the small layer and the chunk layer below it, in steps: what the
 // background thread runs, and what the allocator's own calls run when there
 // is no background thread (or it has not started yet).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 #include "small/prefaulter.h"
 
 #include "base/thread.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // The prefault helper: an optional background thread that faults in the
 // next stretch of a busy slab region with MADV_POPULATE_WRITE, so the thread
 // that carves the region finds its pages present instead of taking a page

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // Slab regions: small objects' slabs packed into 2 MiB-aligned regions, so
 // that memory full of small objects can sit on transparent huge pages.
 //

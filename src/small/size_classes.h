@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // Size classes: what a request is rounded up to. An 8-byte class for sizes 1
 // to 8, 16-byte steps up to 256 bytes, then four classes per doubling (the
 // spacing is a quarter of the power of two below the size) up to

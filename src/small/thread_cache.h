@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // Per-thread caches: for each size class a bounded stack of free objects (or,
 // for medium classes, free page runs), so that the common malloc and free
 // touch no lock and no shared cache line. A miss fills half a stack from the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 #include "fuzz/api_driver.h"
 
 #include "config.h"  // DUCTILE_SANITIZE

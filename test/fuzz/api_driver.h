@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // The API fuzzer's driver, shared by the libFuzzer target (api_fuzzer.cc,
 // `make fuzz`) and the fixed-seed run inside `make check`
 // (test/unit/fuzz_test.cc).

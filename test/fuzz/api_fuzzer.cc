@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // libFuzzer target over the API driver (api_driver.h): `make fuzz` builds
 // it with clang's -fsanitize=fuzzer,address,undefined and runs it.
 #include <cstdio>

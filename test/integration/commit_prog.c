@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The commit charge of freed memory under strict overcommit (run by
  * commit_test.sh).
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 # Under vm.overcommit_memory=2 freed and purged memory gives its commit
 # charge back: Committed_AS (/proc/meminfo) drops by what was freed once it
 # is trimmed (commit_prog.c). Only where the machine is in strict mode: the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 # Freed memory goes back to the kernel while the program is quiet: with
 # decay_ms:0 at once, on the free; otherwise within a few decay times by the
 # background thread, with no further allocator call (quiet_prog.c). Without

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // The extended API's contract, checked against jemalloc itself: this file is
 // compiled twice, into differential_jemalloc (linked with Debian's
 // libjemalloc, -DDUCTILE_DIFF_JEMALLOC) and differential_ductile (linked with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* No successful call changes errno (C11 7.5: a library function may set it
  * only to report an error; programs such as coreutils read it after calls
  * that succeeded), and a failed one sets it. Linked with libductile, so the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* A bad free as the process's first call into ductile: before any block of
  * ductile's exists (the runtime is not made yet), free and realloc of a
  * pointer ductile never returned must end the program as they do later

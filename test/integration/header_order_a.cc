@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // <ductile/ductile.h> and <jemalloc/jemalloc.h> in one file, ductile's
 // first: it must compile, and the functions must be the library's (this
 // file is part of differential_ductile). header_order_b.cc has the other order.

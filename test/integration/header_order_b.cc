@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // <jemalloc/jemalloc.h> first, then <ductile/ductile.h>: see header_order_a.cc.
 #include <jemalloc/jemalloc.h>
 #include <ductile/ductile.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // A strict JSON syntax check (RFC 8259), enough to tell that
 // malloc_stats_print's "J" output can be read by a tool. Header-only, for
 // the unit and the integration tests.

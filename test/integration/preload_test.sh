@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 # Real programs from the machine under LD_PRELOAD=libductile.so: each must
 # produce output identical to a run without it. Ends with "N passed, N failed".
 set -u

@@ -1,12 +1,15 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* A program with known allocation sites, for prof_test.sh: what each
  * function holds at exit is what google-pprof must read from the heap
  * profile.  Plain C calling only malloc/free/realloc, so LD_PRELOAD picks
  * the allocator; mallctl is looked up at run time.
  *
- *   prof_prog [DUMPFILE]
+ *   prof_prog [DUMPFILE | --free-all]
  *
  * With DUMPFILE, mallctl("prof.dump") writes a profile there once
- * everything is allocated (the final dump, prof_final, comes at exit).
+ * everything is allocated (the final dump, prof_final, comes at exit);
+ * --free-all frees every block before exit. PROF_PROG_RAISE=SIGNUM: the
+ * program sends itself that signal once hold_pages has allocated.
  *
  * Held at exit:  hold_pages  64 MiB in 4 KiB blocks
  *                hold_small  16 MiB in 1 KiB blocks
@@ -16,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,10 +63,16 @@ __attribute__((noinline)) void churn(void) {
 
 int main(int argc, char **argv) {
   hold_pages();
+  const char *sig = getenv("PROF_PROG_RAISE");
+  if (sig != NULL) raise(atoi(sig));
   churn();
   hold_small();
   hold_huge();
   grow_vector();
+  if (argc > 1 && strcmp(argv[1], "--free-all") == 0) {
+    for (size_t i = 0; i < nkeep; i++) free(keep[i]);
+    return 0;
+  }
   if (argc > 1) {
     int (*ctl)(const char *, void *, size_t *, void *, size_t) =
         (int (*)(const char *, void *, size_t *, void *, size_t))dlsym(RTLD_DEFAULT, "mallctl");

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* CHECK for the integration test programs: a failed condition prints where
  * and what, and the program exits 1 (the tests read the exit status). */
 #pragma once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Frees a heap and goes quiet (run by decay_test.sh).
  *
  *   quiet_prog SIZE MIB WAIT_MS

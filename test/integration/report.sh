@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # Sourced by the integration test scripts: finds what they run, counts
 # checks and prints the closing line.
 #   need_built NAME     sets lib (the built libductile.so) and prog

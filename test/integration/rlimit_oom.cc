@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // Out of memory under RLIMIT_AS (run by rlimit_test.sh under `ulimit -v`,
 // 512 MiB): blocks of every range are allocated until ductile refuses, and
 // then malloc is NULL with ENOMEM, operator new throws std::bad_alloc, the

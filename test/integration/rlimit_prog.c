@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Out of address space under RLIMIT_AS (run by rlimit_test.sh under
  * `ulimit -v`): allocation fails cleanly with ENOMEM, blocks stay intact, and
  * work resumes after frees.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 # ductile under an address-space limit (ulimit -v, RLIMIT_AS): reservations
 # are sized from the limit, so real programs run under 64 MiB as they do
 # without ductile, and running out is NULL with ENOMEM, never a crash, with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Calls that reach ductile while it starts: the program defines getenv, which
  * ductile calls while it makes its runtime, and allocates from there (as an
  * interposed getenv, or a libc function that allocates on first use, may).

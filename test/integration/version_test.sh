@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 # Every place that states ductile's version agrees with configure.ac's
 # AC_INIT (PACKAGE_VERSION in config.h): the wrapper's --version, the shared
 # library's statistics summary, ductile.pc, the manual pages, NEWS and, in a
@@ -37,9 +38,10 @@ check "libductile.so's statistics summary" "Version: $version" \
 
 check "ductile.pc" "Version: $version" "$(grep '^Version: ' "$builddir/ductile.pc")"
 
-# .TH NAME SECTION DATE "ductile X" ...
-th_version() { sed -n '1s/^\.TH [^"]*"[^"]*" "\([^"]*\)".*/\1/p' "$1"; }
+# .TH NAME SECTION DATE "ductile X" ... (after the comments that may open the page)
+th_version() { sed -n 's/^\.TH [^"]*"[^"]*" "\([^"]*\)".*/\1/p' "$1" | head -1; }
 check "man/ductile.3" "ductile $version" "$(th_version "$srcdir/man/ductile.3")"
+check "man/ductile.1" "ductile $version" "$(th_version "$srcdir/man/ductile.1")"
 
 check "NEWS's first entry" "ductile $version" "$(head -1 "$srcdir/NEWS" | cut -d' ' -f1-2)"
 
@@ -48,7 +50,6 @@ if [ -f "$srcdir/debian/changelog" ]; then
   deb=$(sed -n '1s/^ductile (\([^)]*\)).*/\1/p' "$srcdir/debian/changelog")
   deb=${deb#*:}
   check "debian/changelog (upstream part of $deb)" "$version" "${deb%-*}"
-  check "debian/ductile.1" "ductile $version" "$(th_version "$srcdir/debian/ductile.1")"
 fi
 
 echo "$passed passed, $failed failed"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // A clock that moves only when a test says so.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 #include "support/fake_kernel.h"
 
 #include <sys/mman.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // A kernel for tests: forwards to the real system calls (so the memory is
 // real), records every call, and can behave like an older kernel or fail any
 // chosen call.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // The base of the fixtures that test the chunk layer or a layer built on it:
 // a fake kernel and clock, and an OS layer and a chunk layer over them.
 #pragma once

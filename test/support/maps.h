@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // What the kernel says about our own address space (/proc/self/maps and
 // statm), for tests that check protections -- under strict overcommit, what
 // is writable is what is charged -- and resident pages.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // Byte patterns for tests: fill a block with a pattern derived from a seed,
 // check it later, and check that a range reads as zeroes.
 #pragma once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // A small XML well-formedness checker for the tests (malloc_info's output):
 // an optional <?xml ...?> declaration, then one root element; elements with
 // attributes in single or double quotes (each name once per element),

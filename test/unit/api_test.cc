@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // The API layer through its C entry points: jemalloc's extended API
 // (mallocx ... nallocx), mallctl and its MIB forms, malloc_stats_print, and
 // the malloc family's edge cases that the issue names. This program links the
@@ -1167,6 +1168,124 @@ TEST(Mallctl, EveryOptionOfTheTableHasAnOptNode) {
   EXPECT_EQ(read_ctl<ssize_t>("opt.dirty_decay_ms"), static_cast<ssize_t>(o.decay_ms));
 }
 
+// The names tools and programs written for jemalloc read, with jemalloc's
+// types: each answers ductile's own figure.
+TEST(Mallctl, SizeClassesAsJemallocNamesThem) {
+  EXPECT_EQ(read_ctl<size_t>("arenas.quantum"), size_t{16});
+  const unsigned nbins = read_ctl<unsigned>("arenas.nbins");
+  EXPECT_EQ(nbins, small::kNumSmall);
+  size_t prev = 0;
+  for (unsigned i = 0; i < nbins; i++) {
+    const std::string name = "arenas.bin." + std::to_string(i) + ".size";
+    const size_t size = read_ctl<size_t>(name.c_str());
+    EXPECT_GT(size, prev) << name;
+    EXPECT_EQ(ductile_nallocx(size, 0), size) << name;  // a class: nallocx keeps it
+    prev = size;
+  }
+  EXPECT_EQ(prev, small::kMaxSmall);
+  const std::string past = "arenas.bin." + std::to_string(nbins) + ".size";
+  size_t v, len = sizeof v;
+  EXPECT_EQ(ductile_mallctl(past.c_str(), &v, &len, nullptr, 0), ENOENT);
+
+  const unsigned nlextents = read_ctl<unsigned>("arenas.nlextents");
+  ASSERT_GT(nlextents, 0u);
+  for (unsigned i = 0; i < nlextents; i++) {
+    const std::string name = "arenas.lextent." + std::to_string(i) + ".size";
+    const size_t size = read_ctl<size_t>(name.c_str());
+    EXPECT_GT(size, prev) << name;
+    EXPECT_EQ(size % kPage, 0u) << name;
+    EXPECT_EQ(ductile_nallocx(size, 0), size) << name;
+    prev = size;
+  }
+  // The last class below the huge threshold; past it, blocks are huge.
+  EXPECT_GE(prev, threshold() - 1);
+  EXPECT_LT(prev - prev / 8, threshold());
+  const std::string last = "arenas.lextent." + std::to_string(nlextents) + ".size";
+  len = sizeof v;
+  EXPECT_EQ(ductile_mallctl(last.c_str(), &v, &len, nullptr, 0), ENOENT);
+  // What the thread cache keeps: up to the largest of them.
+  EXPECT_EQ(read_ctl<size_t>("opt.tcache_max"), prev);
+  size_t q = 16;
+  EXPECT_EQ(ductile_mallctl("arenas.quantum", nullptr, nullptr, &q, sizeof q), EPERM);
+  unsigned u;
+  len = sizeof(size_t);
+  EXPECT_EQ(ductile_mallctl("arenas.nbins", &u, &len, nullptr, 0), EINVAL);  // unsigned, not size_t
+}
+
+TEST(Mallctl, ArenaPagesAreTheStatsInPages) {
+  std::vector<void*> blocks;
+  for (int i = 0; i < 64; i++) blocks.push_back(ductile_malloc(64 * 1024));
+  uint64_t epoch = 1;
+  ASSERT_EQ(ductile_mallctl("epoch", nullptr, nullptr, &epoch, sizeof epoch), 0);
+  const size_t active = read_ctl<size_t>("stats.active");
+  const size_t pactive = read_ctl<size_t>("stats.arenas.0.pactive");
+  const std::string all = "stats.arenas." + std::to_string(MALLCTL_ARENAS_ALL) + ".pactive";
+  const size_t pactive_all = read_ctl<size_t>(all.c_str());
+  // Read one after another: other threads of the test may move them a little.
+  EXPECT_NEAR(static_cast<double>(pactive), static_cast<double>(active / kPage), 64.0);
+  EXPECT_NEAR(static_cast<double>(pactive_all), static_cast<double>(pactive), 64.0);
+  EXPECT_GE(pactive * kPage, size_t{64} * 64 * 1024 / 2);
+  for (void* p : blocks) ductile_free(p);
+  (void)read_ctl<size_t>("stats.arenas.0.pdirty");
+  (void)core::trim();
+  core::StatsSnapshot s;
+  core::take_snapshot(s);
+  EXPECT_EQ(read_ctl<size_t>("stats.arenas.0.pdirty"), s.chunk.dirty / kPage + s.arena.dirty_pages);
+  size_t v, len = sizeof v;
+  EXPECT_EQ(ductile_mallctl("stats.arenas.4000.pactive", &v, &len, nullptr, 0), ENOENT);  // never created
+  EXPECT_EQ(ductile_mallctl("stats.arenas.0.pactive", nullptr, nullptr, &v, sizeof v), EPERM);
+}
+
+TEST(Mallctl, ThreadCacheCanBeSwitchedOffPerThread) {
+  if (!core::rt().opts.tcache || (core::g_hardened && !kHardened))
+    GTEST_SKIP() << "no thread caches in this configuration";
+  std::thread t([] {
+    void* warm = ductile_malloc(48);
+    ductile_free(warm);
+    EXPECT_TRUE(read_ctl<bool>("thread.tcache.enabled"));
+    ASSERT_NE(core::own_cache(), nullptr);
+    bool off = false, old = false;
+    size_t len = sizeof old;
+    ASSERT_EQ(ductile_mallctl("thread.tcache.enabled", &old, &len, &off, sizeof off), 0);
+    EXPECT_TRUE(old);
+    EXPECT_FALSE(read_ctl<bool>("thread.tcache.enabled"));
+    EXPECT_EQ(core::own_cache(), nullptr);  // flushed and given back
+    void* p = ductile_malloc(48);
+    ductile_free(p);
+    EXPECT_EQ(core::own_cache(), nullptr);  // and none made again
+    bool on = true;
+    EXPECT_EQ(ductile_mallctl("thread.tcache.enabled", nullptr, nullptr, &on, 1), 0);
+    EXPECT_EQ(ductile_mallctl("thread.tcache.enabled", nullptr, nullptr, &on, 4), EINVAL);
+    p = ductile_malloc(48);
+    ductile_free(p);
+    EXPECT_NE(core::own_cache(), nullptr);
+    EXPECT_TRUE(read_ctl<bool>("thread.tcache.enabled"));
+  });
+  t.join();
+  EXPECT_TRUE(read_ctl<bool>("thread.tcache.enabled"));  // this thread's is its own
+}
+
+TEST(Mallctl, DecayBackgroundAndProfilingNamesOfJemalloc) {
+  EXPECT_EQ(read_ctl<ssize_t>("opt.muzzy_decay_ms"), 0);  // no muzzy stage
+  EXPECT_EQ(read_ctl<size_t>("max_background_threads"), 1u);
+  size_t one = 1, two = 2;
+  EXPECT_EQ(ductile_mallctl("max_background_threads", nullptr, nullptr, &one, sizeof one), 0);
+  EXPECT_EQ(ductile_mallctl("max_background_threads", nullptr, nullptr, &two, sizeof two), EINVAL);
+  EXPECT_EQ(read_ctl<ssize_t>("opt.lg_prof_interval"), core::rt().opts.lg_prof_interval);
+  EXPECT_EQ(read_ctl<ssize_t>("opt.lg_prof_interval"), -1);
+  EXPECT_FALSE(read_ctl<bool>("opt.prof_gdump"));
+  EXPECT_EQ(read_ctl<int>("opt.prof_signal"), 0);
+  EXPECT_STREQ(read_ctl<const char*>("opt.stats_print_opts"), "");
+  if (kProf) {
+    EXPECT_EQ(read_ctl<uint64_t>("prof.interval"), 0u);  // no interval dumps here
+    EXPECT_FALSE(read_ctl<bool>("prof.gdump"));
+    bool on = true;
+    EXPECT_EQ(ductile_mallctl("prof.gdump", nullptr, nullptr, &on, sizeof on), ENOENT);  // needs opt.prof
+    uint64_t v = 1;
+    EXPECT_EQ(ductile_mallctl("prof.interval", nullptr, nullptr, &v, sizeof v), EPERM);
+  }
+}
+
 TEST(Mallctl, DecayTimeIsWritableThroughTheOptionParser) {
   uint64_t saved = read_ctl<uint64_t>("opt.decay_ms");
   uint64_t v = 2500, old = 0;
@@ -1327,6 +1446,20 @@ TEST(StatsPrint, JsonIsValidAndComplete) {
   EXPECT_EQ(brief.find("\"bins\""), std::string::npos);
 }
 
+// The options print as JSON numbers, booleans and strings by their kind.
+TEST(StatsPrint, JsonOptionsHaveTheirTypes) {
+  std::string out;
+  ductile_malloc_stats_print(append, &out, "J");
+  const std::string decay = "\"decay_ms\":" + std::to_string(core::rt().opts.decay_ms) + ",";
+  EXPECT_NE(out.find(decay), std::string::npos) << out.substr(0, 600);
+  EXPECT_NE(out.find(std::string("\"tcache\":") + (core::rt().opts.tcache ? "true" : "false")), std::string::npos);
+  EXPECT_NE(out.find("\"lg_prof_interval\":-1"), std::string::npos);
+  EXPECT_NE(out.find("\"thp\":\""), std::string::npos);
+  EXPECT_NE(out.find("\"prof_signal\":\"none\""), std::string::npos);
+  EXPECT_EQ(out.find("\"decay_ms\":\""), std::string::npos);
+  EXPECT_TRUE(json_check::valid(out));
+}
+
 TEST(StatsPrint, AllocatesNothingItself) {
   static FixedBuffer text, json;
   uint64_t before = kStats ? read_ctl<uint64_t>("thread.allocated") : 0;
@@ -1366,7 +1499,15 @@ TEST(Options, SetOptionUsesTheTableWithoutWarnings) {
   EXPECT_FALSE(core::set_option(o, "decay_ms", "x", 1));
   EXPECT_EQ(o.decay_ms, 250u);
   EXPECT_FALSE(core::set_option(o, "nope", "1", 1));
-  EXPECT_FALSE(core::set_option(o, "stats_print", "yes", 3));
+  EXPECT_FALSE(core::set_option(o, "stats_print", "maybe", 5));
+  for (const char* word : {"0", "false", "no", "off"}) {
+    EXPECT_TRUE(core::set_option(o, "stats_print", word, std::strlen(word))) << word;
+    EXPECT_FALSE(o.stats_print) << word;
+  }
+  for (const char* word : {"1", "true", "yes", "on"}) {
+    EXPECT_TRUE(core::set_option(o, "stats_print", word, std::strlen(word))) << word;
+    EXPECT_TRUE(o.stats_print) << word;
+  }
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
 }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // The chunk layer: recycling, coalescing, alloc-at-address, growth, decay
 // under a fake clock, hysteresis, batched purges, failure injection, bad
 // input, and a multi-threaded stress test.

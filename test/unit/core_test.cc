@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // The allocator as a whole, through the ductile_ entry points and the core's
 // counters. This program links the library's objects statically, so ductile
 // is also the allocator of the test process itself.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // Fault injection through the whole API: the runtime's OS layer runs over a
 // fake kernel (this program defines core::runtime_kernel()), and each case
 // is run once for every N, with the N-th memory system call (mmap, munmap,

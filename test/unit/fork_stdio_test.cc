@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // fork() while other threads use stdio and allocate. The C library's stdio
 // calls malloc while holding its own locks (getline grows its buffer under
 // the FILE's lock; fflush(NULL) holds the list of open files and locks each

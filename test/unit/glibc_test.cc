@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // glibc's allocator interface as ductile answers it: mallinfo2, mallinfo,
 // malloc_info, malloc_stats, mallopt, the __libc_ names, and C23's
 // free_sized and free_aligned_sized. This program links the library's

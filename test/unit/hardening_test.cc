@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // Trust under bad input and concurrency: frees that are not ductile's to
 // take, fork while other threads are inside the allocator, many threads on
 // few cores. This program links the library's objects, so ductile is also

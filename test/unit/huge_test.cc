@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // The huge layer against the fake kernel: every growth path in the situation
 // that calls for it and the next one when it is refused, contents kept on
 // every path, in-place resizing that never moves, shrink and regrow, zeroing,

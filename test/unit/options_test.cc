@@ -1,3 +1,8 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#include <signal.h>
+
+#include <string>
+
 #include <gtest/gtest.h>
 
 #include "core/options.h"
@@ -70,6 +75,48 @@ TEST(Options, ProfilingOptions) {
   EXPECT_EQ(o.lg_prof_sample, 63u);
   EXPECT_STREQ(o.prof_prefix, "");
   EXPECT_TRUE(o.prof);
+}
+
+// The dumps' options: lg_prof_interval (-1 to 63), prof_gdump, and
+// prof_signal (a name with or without SIG, a number, or none).
+TEST(Options, ProfilingDumpOptions) {
+  Options o;
+  EXPECT_EQ(o.lg_prof_interval, -1);
+  EXPECT_FALSE(o.prof_gdump);
+  EXPECT_EQ(o.prof_signal, 0);
+  EXPECT_EQ(parse_options("lg_prof_interval:30,prof_gdump:on,prof_signal:SIGUSR2", o), 0u);
+  EXPECT_EQ(o.lg_prof_interval, 30);
+  EXPECT_TRUE(o.prof_gdump);
+  EXPECT_EQ(o.prof_signal, SIGUSR2);
+  char buf[64];
+  ASSERT_TRUE(core::option_to_string(o, "prof_signal", buf, sizeof buf));
+  EXPECT_STREQ(buf, "SIGUSR2");
+  EXPECT_EQ(parse_options("prof_signal:USR1,lg_prof_interval:-1", o), 0u);
+  EXPECT_EQ(o.prof_signal, SIGUSR1);
+  EXPECT_EQ(o.lg_prof_interval, -1);
+  ASSERT_TRUE(core::option_to_string(o, "lg_prof_interval", buf, sizeof buf));
+  EXPECT_STREQ(buf, "-1");
+  EXPECT_EQ(parse_options("prof_signal:40", o), 0u);
+  EXPECT_EQ(o.prof_signal, 40);
+  ASSERT_TRUE(core::option_to_string(o, "prof_signal", buf, sizeof buf));
+  EXPECT_STREQ(buf, "40");
+  EXPECT_EQ(parse_options("prof_signal:none", o), 0u);
+  EXPECT_EQ(o.prof_signal, 0);
+
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(parse_options("lg_prof_interval:64", o), 1u);
+  EXPECT_EQ(parse_options("lg_prof_interval:-2", o), 1u);
+  EXPECT_EQ(parse_options("prof_signal:SIGKILL", o), 1u);
+  EXPECT_EQ(parse_options("prof_signal:9", o), 1u);
+  EXPECT_EQ(parse_options("prof_signal:65", o), 1u);
+  EXPECT_EQ(parse_options("prof_signal:SIGNOPE", o), 1u);
+  EXPECT_EQ(parse_options("stats_print_opts:Q", o), 1u);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("\"lg_prof_interval:64\" ignored (allowed: -1 (off) to 63)"), std::string::npos) << err;
+  EXPECT_EQ(o.lg_prof_interval, -1);
+  EXPECT_EQ(o.prof_signal, 0);
+  EXPECT_EQ(parse_options("stats_print_opts:Jb", o), 0u);
+  EXPECT_STREQ(o.stats_print_opts, "Jb");
 }
 
 TEST(Options, PrintsValues) {

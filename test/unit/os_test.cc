@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // The OS layer against a fake kernel: feature probes, fallbacks that stick,
 // batched purges, map-at-address without clobbering, and the counters.
 #include <sys/mman.h>

@@ -1,15 +1,18 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // Sampled heap profiling (core/prof.h) with profiling on: the program
 // re-runs itself with DUCTILE_CONF set (the options are read once, at the
 // first allocation, before main), sampling every allocation
 // (lg_prof_sample:0) so that each check is exact. It links the library's
 // objects, so ductile is the allocator of the whole test process.
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -304,6 +307,65 @@ TEST(Prof, DumpWritesGooglePprofsHeapFormat) {
   EXPECT_EQ(ductile_mallctl("prof.dump", nullptr, nullptr, &name, 4), EINVAL);
 }
 
+// The dump files of this process whose names hold `kind` ("u", "s").
+// Allocates nothing: an allocation would write the dumps asked for, and
+// every allocation here is a sample (a new high, for prof.gdump).
+size_t dumps_of_kind(const char* kind) {
+  size_t n = 0;
+  char path[512];
+  for (int seq = 0; seq < 64; seq++)
+    for (int k = 0; k < 64; k++) {
+      snprintf(path, sizeof path, "%s/t.%d.%d.%s%d.heap", g_dir.c_str(), static_cast<int>(getpid()), seq, kind, k);
+      struct stat st;
+      if (stat(path, &st) == 0) n++;
+    }
+  return n;
+}
+
+TEST(Prof, IntervalAndGdumpAsJemallocNamesThem) {
+  EXPECT_EQ(ctl<ssize_t>("opt.lg_prof_interval"), 40);
+  EXPECT_EQ(ctl<uint64_t>("prof.interval"), uint64_t{1} << 40);
+  EXPECT_FALSE(ctl<bool>("opt.prof_gdump"));
+  EXPECT_FALSE(ctl<bool>("prof.gdump"));
+  EXPECT_EQ(ctl<int>("opt.prof_signal"), SIGUSR2);
+  ASSERT_EQ(ductile_mallctl("prof.reset", nullptr, nullptr, nullptr, 0), 0);
+  EXPECT_EQ(dumps_of_kind("u"), 0u);
+  bool on = true, old = true;
+  size_t len = sizeof old;
+  ASSERT_EQ(ductile_mallctl("prof.gdump", &old, &len, &on, sizeof on), 0);
+  EXPECT_FALSE(old);
+  EXPECT_TRUE(ctl<bool>("prof.gdump"));
+  // A new high of the live bytes (the reset made it 0): a dump, u0, once
+  // the allocation that made it is done.
+  void* p = ductile_malloc(3 * kMiB);
+  EXPECT_EQ(dumps_of_kind("u"), 1u);
+  ductile_free(p);
+  p = ductile_malloc(kMiB);  // below the high: no dump
+  EXPECT_EQ(dumps_of_kind("u"), 1u);
+  ductile_free(p);
+  on = false;
+  ASSERT_EQ(ductile_mallctl("prof.gdump", nullptr, nullptr, &on, sizeof on), 0);
+  p = ductile_malloc(8 * kMiB);
+  EXPECT_EQ(dumps_of_kind("u"), 1u);
+  ductile_free(p);
+}
+
+// The handler only asks for the dump: it is written by the next allocation,
+// outside the handler.
+TEST(Prof, SignalAsksForADumpThatTheNextAllocationWrites) {
+  ASSERT_EQ(dumps_of_kind("s"), 0u);
+  ASSERT_EQ(raise(SIGUSR2), 0);  // the handler has run when raise returns
+  EXPECT_EQ(dumps_of_kind("s"), 0u);
+  void* p = ductile_malloc(100);
+  EXPECT_EQ(dumps_of_kind("s"), 1u);
+  ductile_free(p);
+  ASSERT_EQ(raise(SIGUSR2), 0);
+  ASSERT_EQ(raise(SIGUSR2), 0);  // two before an allocation: one dump
+  p = ductile_malloc(100);
+  ductile_free(p);
+  EXPECT_EQ(dumps_of_kind("s"), 2u);
+}
+
 TEST(Prof, ForkWhileAnotherThreadSamples) {
   std::atomic<bool> stop{false};
   std::thread t([&] {
@@ -407,7 +469,11 @@ int main(int argc, char** argv) {
     char* dir = mkdtemp(buf.data());
     if (dir == nullptr) return 1;
     // No background thread: its creation would be a sample that stays.
-    std::string conf = std::string("prof:true,lg_prof_sample:0,background_thread:false,prof_prefix:") + dir + "/t";
+    // lg_prof_interval:40: an interval too long for a dump to come (the
+    // named dumps' numbers are checked).
+    std::string conf = std::string("prof:true,lg_prof_sample:0,background_thread:false,lg_prof_interval:40,"
+                                   "prof_signal:SIGUSR2,prof_prefix:") +
+                       dir + "/t";
     setenv("DUCTILE_CONF", conf.c_str(), 1);
     setenv("DUCTILE_PROF_TEST_DIR", dir, 1);
     pid_t pid = fork();

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // Slab regions (huge pages for small objects) and the prefault helper,
 // against a chunk layer on the fake kernel.
 #include <sys/mman.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // Size classes and the central bins, against a chunk layer on the fake kernel.
 #include <algorithm>
 #include <cstring>
