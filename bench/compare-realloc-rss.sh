@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
 # Resident memory after medium blocks grow into the huge range: 500 blocks of
 # 1 MiB from malloc, grown by realloc to 2 MiB, untouched and fully written
 # first (bench/realloc_rss), under glibc, jemalloc, mimalloc, tcmalloc and

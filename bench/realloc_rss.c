@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Resident memory after growing medium blocks into the huge range, for any
  * malloc.
  *

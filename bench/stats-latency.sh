@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
 # How long the statistics take to read (bench/stats_latency.c) under glibc,
 # jemalloc, mimalloc, tcmalloc and ductile, printed as one Markdown table:
 # the median (and fastest) microseconds of a read of the bytes allocated

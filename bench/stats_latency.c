@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* How long the statistics take to read, for any malloc: the program calls
  * only the malloc family and finds the statistics functions at run time, so
  * LD_PRELOAD picks the allocator (bench/stats-latency.sh runs the peers).

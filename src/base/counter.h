@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // A figure that code holding a lock keeps up to date and that statistics read
 // without it. Only a holder of the lock writes it -- one writer at a time, so
 // an update is a relaxed atomic load and store, no read-modify-write

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* A medium or huge block freed twice is reported at its second free, in a
  * process that starts with nothing allocated: the second free must not be
  * taken as the free of something ductile made in between (the first free of

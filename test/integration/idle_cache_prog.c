@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Medium blocks that idle threads' caches hold go back to the kernel
  * within a few decay times, with no call of those threads', and the
  * threads get them back as before when they wake; threads that stay busy

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* A process that has 40 pthread keys before its first allocation: ductile's
  * own key (the one whose destructor gives a thread's cache back) then lies
  * past the first 32, and glibc's pthread_setspecific for such a key callocs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* fork() from a signal handler that interrupted malloc, free or fork itself
  * in the same thread: the fork handlers must not wait for a lock (or for
  * work in flight) that the interrupted code holds, and the child must still

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // Reading the statistics takes no lock: mallctl's stats.* after an epoch,
 // mallinfo2 and mallinfo, malloc_stats, malloc_stats_print and malloc_info
 // read counters that the layers keep under their locks, so a read never
