@@ -59,6 +59,19 @@ bench_realloc_rss_CFLAGS = -Wall -Wextra
 bench_realloc_rss_LDADD =
 
 REALLOC_RSS_FLAGS =
+# What threads that went quiet keep resident: `make compare-idle`.
+EXTRA_PROGRAMS += bench/idle_threads
+CLEANFILES += bench/idle_threads
+bench_idle_threads_SOURCES = bench/idle_threads.c
+bench_idle_threads_CPPFLAGS =
+bench_idle_threads_CFLAGS = -Wall -Wextra -pthread
+bench_idle_threads_LDFLAGS = -pthread
+bench_idle_threads_LDADD =
+IDLE_FLAGS =
+.PHONY: compare-idle
+compare-idle: bench/idle_threads $(lib_LTLIBRARIES)
+	BUILD_DIR=$(abs_top_builddir) bash $(srcdir)/bench/compare-idle.sh $(IDLE_FLAGS)
+
 .PHONY: compare-realloc-rss
 compare-realloc-rss: bench/realloc_rss $(lib_LTLIBRARIES)
 	BUILD_DIR=$(abs_top_builddir) bash $(srcdir)/bench/compare-realloc-rss.sh $(REALLOC_RSS_FLAGS)

@@ -684,16 +684,16 @@ __attribute__((no_sanitize("thread"))) size_t scan_cached_medium(void** out, siz
   return got;
 }
 
-// One step; true while a cached medium block is neither purged nor beyond
-// this step's reach (the background thread then keeps stepping).
-__attribute__((no_sanitize("thread"))) bool collect_cached_medium() noexcept {
-  if (!g_collect_lock.try_lock()) return true;
+// One batch of a step (g_collect_lock held): the blocks of up to
+// kCollectBatch slots from where the last batch stopped. `resident`: the
+// cached blocks' bytes not purged, counted so far in this step. Returns
+// false once the scan has been round every cache.
+__attribute__((no_sanitize("thread"))) bool collect_batch(size_t& resident, bool& pending) noexcept {
   void* found[kCollectBatch];
   const size_t n = scan_cached_medium(found, kCollectBatch);
-  bool pending = n == kCollectBatch;
   Extent* purge[kCollectBatch];
   uint8_t age[kCollectBatch];  // each one's mark when chosen
-  size_t np = 0, resident = 0;
+  size_t np = 0;
   for (size_t i = 0; i < n; i++) {
     // An extent record (they are never unmapped); a stale slot's may hold
     // anything now, and its mark says whether it is a cached medium block.
@@ -733,6 +733,17 @@ __attribute__((no_sanitize("thread"))) bool collect_cached_medium() noexcept {
     }
     for (size_t i = 0; i < np; i++) __atomic_store_n(&purge[i]->purging, 0, __ATOMIC_RELEASE);
     if (!fenced) pending = false;  // nothing to purge with: aged blocks stay as they are
+  }
+  return n == kCollectBatch;
+}
+
+// One step, round every cache; true while a cached medium block is not
+// purged (the background thread then keeps stepping).
+bool collect_cached_medium() noexcept {
+  if (!g_collect_lock.try_lock()) return true;
+  size_t resident = 0;
+  bool pending = false;
+  while (collect_batch(resident, pending)) {
   }
   g_collect_lock.unlock();
   return pending;
