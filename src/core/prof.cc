@@ -63,6 +63,11 @@ uint64_t g_sdump_seq = 0;  // prof_signal's
 // or, which is async-signal-safe); written by the next allocation that
 // reaches the slow path (poll), never inside the handler.
 constexpr unsigned kWantInterval = 1, kWantGdump = 2, kWantSignal = 4;
+// prof_signal is one that stops the program by default (SIGTERM, SIGINT,
+// SIGHUP, SIGQUIT) and had no handler: after its dump it stops the program
+// as it would have.
+constexpr unsigned kWantStop = 8;
+int g_stop_signal = 0;
 std::atomic<unsigned> g_want{0};
 
 // lg_prof_interval: -1 for none; the bytes counted so far.
@@ -326,7 +331,19 @@ int dump_to(const char* path) {
   return ok ? 0 : EFAULT;
 }
 
-void on_signal(int) { g_want.fetch_or(kWantSignal, std::memory_order_relaxed); }
+void write_wanted();
+
+// The handler writes the dump itself where this thread is not inside the
+// allocator (no lock of ours held, no call of ours under way: the dump
+// takes the table's lock and writes with write(2), allocating nothing);
+// else the thread's next allocation does. A signal that stops the program
+// stops it after its dump.
+void on_signal(int sig) {
+  const int saved = errno;
+  g_want.fetch_or(sig == g_stop_signal ? kWantSignal | kWantStop : kWantSignal, std::memory_order_relaxed);
+  if (!t_busy && !core::inside_allocator_now()) write_wanted();
+  errno = saved;
+}
 
 // Writes the dumps asked for (see g_want), outside any lock of ours.
 void write_wanted() {
@@ -345,6 +362,12 @@ void write_wanted() {
     (void)dump_to(name);
   }
   t_busy = was_busy;
+  if (want & kWantStop) {
+    // Blocked while its handler runs: delivered, with its default action,
+    // once the handler returns (or at once outside it).
+    signal(g_stop_signal, SIG_DFL);
+    raise(g_stop_signal);
+  }
 }
 
 uint64_t splitmix(uint64_t x) {
@@ -419,14 +442,20 @@ void init(const Options& o) noexcept {
   g_lg_interval = o.lg_prof_interval;
   g_gdump.store(o.prof_gdump, std::memory_order_relaxed);
   if (g_enabled && o.prof_signal > 0 && g_prefix[0] != '\0') {
-    // The handler only sets a bit (see g_want). SA_RESTART: the program's
-    // interrupted system calls go on.
+    // The handler writes the dump or leaves it to the next allocation (see
+    // on_signal). SA_RESTART: the program's interrupted system calls go on.
     struct sigaction sa;
     std::memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
-    if (sigaction(o.prof_signal, &sa, nullptr) != 0) warn("prof_signal: the signal's handler could not be set");
+    struct sigaction old;
+    if (sigaction(o.prof_signal, &sa, &old) != 0) {
+      warn("prof_signal: the signal's handler could not be set");
+    } else {
+      const int s = o.prof_signal;
+      if (old.sa_handler == SIG_DFL && (s == SIGTERM || s == SIGINT || s == SIGHUP || s == SIGQUIT)) g_stop_signal = s;
+    }
   }
   if (g_enabled && g_final && g_leak) {
     // Programs may close stderr in an atexit handler that runs first.

@@ -1338,4 +1338,6 @@ __attribute__((destructor)) void stop_helper_at_exit() {
 
 }  // namespace
 
+bool inside_allocator_now() noexcept { return inside_allocator(); }
+
 }  // namespace ductile::core

@@ -180,6 +180,10 @@ void set_thread_cache_enabled(bool on) noexcept;
 size_t trim() noexcept;
 // Makes the runtime ready; false while it is being made by this very thread.
 bool ensure_ready() noexcept;
+// Whether the calling thread is inside the allocator now (one of its calls
+// under way, one of its locks held, a fork's handlers running): what a
+// signal handler may do depends on it.
+bool inside_allocator_now() noexcept;
 // Serialises changes of run-time options (mallctl writes, mallopt); taken
 // around fork, so a child never inherits it held.
 Mutex& options_lock() noexcept;

@@ -107,7 +107,7 @@ done
 report "prof_gdump writes a dump at each new high of the live bytes" $? "$n dumps, rising: $rising"
 
 # prof_signal: the program sends itself SIGUSR2 once hold_pages has its 64
-# MiB; the dump (s0) is written by its next allocation, not by the handler.
+# MiB; the handler writes the dump (s0), outside the allocator.
 rm -f "$dir"/p.*
 PROF_PROG_RAISE=$(kill -l USR2) LD_PRELOAD=$lib DUCTILE_CONF=prof:true,lg_prof_sample:15,prof_signal:SIGUSR2,prof_prefix:$dir/p "$prog"
 report "prof_signal:SIGUSR2: the program runs on after the signal" $?
@@ -117,6 +117,18 @@ report "prof_signal:SIGUSR2 writes <prefix>.<pid>.<seq>.s0.heap: hold_pages hold
 v=$(mib "$(pprof "$prog" "$sdump")" hold_small)
 [ -z "$v" ]
 report "the signal's dump is what was live then (no hold_small yet)" $? "google-pprof: ${v:-nothing}"
+
+# prof_signal:SIGTERM, which stops a program that has no handler for it:
+# the program stops still, killed by it, after the dump (a server stopped so
+# leaves its profile).
+rm -f "$dir"/p.*
+PROF_PROG_RAISE=$(kill -l TERM) LD_PRELOAD=$lib DUCTILE_CONF=prof:true,lg_prof_sample:15,prof_signal:SIGTERM,prof_prefix:$dir/p "$prog"
+st=$?
+[ "$st" -eq $((128 + $(kill -l TERM))) ]
+report "prof_signal:SIGTERM: the program stops, killed by SIGTERM" $? "exit status $st"
+sdump=$(ls "$dir"/p.*.0.s0.heap 2>/dev/null)
+v=$(mib "$(pprof "$prog" "$sdump")" hold_pages); within "$v" 64 15
+report "prof_signal:SIGTERM writes its dump first: hold_pages holds 64 MiB" $? "${sdump:-no dump}; google-pprof: ${v:-nothing}"
 
 # bin/ductile --profile, at the default rate (2^19: about 130 samples of
 # hold_pages, an error of 9 %).
