@@ -689,6 +689,9 @@ __attribute__((no_sanitize("thread"))) size_t scan_cached_medium(void** out, siz
 // cached blocks' bytes not purged, counted so far in this step. Returns
 // false once the scan has been round every cache.
 __attribute__((no_sanitize("thread"))) bool collect_batch(size_t& resident, bool& pending) noexcept {
+  // Inside the fork gate: a child forked between setting a block's
+  // `purging` and clearing it would wait for it for good.
+  const InFlight gate;
   void* found[kCollectBatch];
   const size_t n = scan_cached_medium(found, kCollectBatch);
   Extent* purge[kCollectBatch];
@@ -697,7 +700,9 @@ __attribute__((no_sanitize("thread"))) bool collect_batch(size_t& resident, bool
   for (size_t i = 0; i < n; i++) {
     // An extent record (they are never unmapped); a stale slot's may hold
     // anything now, and its mark says whether it is a cached medium block.
+    // A slot never written yet reads as null.
     Extent* e = static_cast<Extent*>(found[i]);
+    if (e == nullptr) continue;
     const uint8_t s = __atomic_load_n(&e->cached, __ATOMIC_RELAXED);
     if (s == 0 || s == kCachedPurged) continue;
     resident += e->size;
@@ -1303,6 +1308,7 @@ void postfork_child() noexcept {
   prof::postfork_child();
   g_caches_lock.reinit_after_fork();
   g_init_lock.reinit_after_fork();
+  g_collect_lock.reinit_after_fork();  // the parent's background thread may have held it
   t_locks_held = held_before;
   if (!took_nothing) stdio_fork::child();
   ForkGate::reset_in_child();

@@ -289,15 +289,6 @@ DUCTILE_ALWAYS_INLINE bool hardened_block_start(const void* p, uintptr_t entry, 
          small::is_object_offset(small::tag_slab_offset(chunk::PageMap::entry_tag(entry), addr(p)), cls);
 }
 
-// The page-map entry's tag (small::free_tag) gives the class of a slab's
-// objects and of a medium block freed by its first page, so the common free
-// loads no extent: TLS, the page map's root and leaf, the cache bin.
-// Hardened builds check the block inline too (hardened_block_start), so a
-// valid free stays here as well, and store its freed mark (a second free is
-// found when the block is handed out: small::take_marked).
-// `sized` (hardened builds): the caller was told the block's size, at most
-// small::kMaxTableSize, and no alignment; the block's class must be that
-// size's.
 // Pushes p, of class cls, onto the thread cache's bin b, which has room;
 // `slot` is what the bin holds for it (p, or a medium block's extent).
 DUCTILE_ALWAYS_INLINE void cache_push_inline(small::ThreadCache* tc, small::CacheBin& b, void* p, size_t cls,
@@ -308,6 +299,15 @@ DUCTILE_ALWAYS_INLINE void cache_push_inline(small::ThreadCache* tc, small::Cach
   if (DUCTILE_UNLIKELY(--tc->decay_countdown == 0)) decay_event(tc);
 }
 
+// The page-map entry's tag (small::free_tag) gives the class of a slab's
+// objects and of a medium block freed by its first page, so the common free
+// loads no extent: TLS, the page map's root and leaf, the cache bin.
+// Hardened builds check the block inline too (hardened_block_start), so a
+// valid free stays here as well, and store its freed mark (a second free is
+// found when the block is handed out: small::take_marked).
+// `sized` (hardened builds): the caller was told the block's size, at most
+// small::kMaxTableSize, and no alignment; the block's class must be that
+// size's.
 template <bool sized = false>
 DUCTILE_ALWAYS_INLINE void dealloc_as(void* p, size_t size = 0) noexcept {
   small::ThreadCache* tc = t_cache;
