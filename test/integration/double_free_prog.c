@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#define PROG_CHECK_RUN_IN_CHILD
 #include "prog_check.h"
 
 /* The other thread is made before the first free (making it allocates,
@@ -51,25 +52,17 @@ static void free_twice(size_t size, int other_thread) {
 }
 
 /* Runs free_twice in a child, its stderr into out; returns its wait status. */
+struct free_twice_args {
+  size_t size;
+  int other_thread;
+};
+static void call_free_twice(void* a) {
+  const struct free_twice_args* args = a;
+  free_twice(args->size, args->other_thread);
+}
 static int run(size_t size, int other_thread, char* out, size_t n) {
-  int fd[2];
-  CHECK(pipe(fd) == 0);
-  pid_t pid = fork();
-  CHECK(pid >= 0);
-  if (pid == 0) {
-    close(fd[0]);
-    dup2(fd[1], 2);
-    free_twice(size, other_thread);
-  }
-  close(fd[1]);
-  size_t got = 0;
-  ssize_t r;
-  while (got + 1 < n && (r = read(fd[0], out + got, n - 1 - got)) > 0) got += (size_t)r;
-  out[got] = '\0';
-  close(fd[0]);
-  int status = 0;
-  CHECK(waitpid(pid, &status, 0) == pid);
-  return status;
+  struct free_twice_args args = {size, other_thread};
+  return run_in_child(call_free_twice, &args, out, n);
 }
 
 int main(void) {

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#define PROG_CHECK_RUN_IN_CHILD
 #include "prog_check.h"
 
 enum what { FREE_FOREIGN, REALLOC_FOREIGN, FREE_NULL };
@@ -32,29 +33,9 @@ static void first_call(enum what w) {
   }
 }
 
-/* Runs w in a child, its stderr into out (NUL-terminated); returns the
- * child's wait status. */
-static int run(enum what w, char* out, size_t n) {
-  int fd[2];
-  CHECK(pipe(fd) == 0);
-  pid_t pid = fork();
-  CHECK(pid >= 0);
-  if (pid == 0) {
-    close(fd[0]);
-    dup2(fd[1], 2);
-    first_call(w);
-    _exit(0);
-  }
-  close(fd[1]);
-  size_t got = 0;
-  ssize_t r;
-  while (got + 1 < n && (r = read(fd[0], out + got, n - 1 - got)) > 0) got += (size_t)r;
-  out[got] = '\0';
-  close(fd[0]);
-  int status = 0;
-  CHECK(waitpid(pid, &status, 0) == pid);
-  return status;
-}
+/* Runs w in a child, its stderr into out; returns its wait status. */
+static void call_it(void* w) { first_call(*(enum what*)w); }
+static int run(enum what w, char* out, size_t n) { return run_in_child(call_it, &w, out, n); }
 
 int main(void) {
   char err[512];
