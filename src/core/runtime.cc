@@ -727,7 +727,10 @@ __attribute__((no_sanitize("thread"))) bool collect_batch(size_t& resident, bool
       // Still lying there untouched (its owner would have cleared the mark,
       // and maybe put it back fresh): purged; else left alone.
       kept[i] = fenced && __atomic_load_n(&purge[i]->cached, __ATOMIC_RELAXED) == age[i];
-      if (kept[i]) ranges[nr++] = {ptr(purge[i]->base), purge[i]->size};
+      // --enable-hardened: the first page keeps the freed mark that the
+      // hand-out checks (small::take_marked).
+      const size_t keep = kHardened ? kPage : 0;
+      if (kept[i] && purge[i]->size > keep) ranges[nr++] = {ptr(purge[i]->base + keep), purge[i]->size - keep};
     }
     if (nr != 0) (void)rt().os.purge(ranges, nr, os::Advice::kDontNeed);
     for (size_t i = 0; i < np; i++) {
