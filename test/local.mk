@@ -331,6 +331,7 @@ TESTS += test/integration/signal_fork_prog
 # Idle threads' cached medium blocks go back to the kernel; busy ones keep theirs.
 check_PROGRAMS += test/integration/idle_cache_prog
 test_integration_idle_cache_prog_SOURCES = test/integration/idle_cache_prog.c test/integration/prog_check.h
+test_integration_idle_cache_prog_CPPFLAGS = -I$(top_srcdir)/include
 test_integration_idle_cache_prog_CFLAGS = -pthread
 test_integration_idle_cache_prog_LDFLAGS = -pthread
 test_integration_idle_cache_prog_LDADD = libductile.la
