@@ -664,7 +664,7 @@ void background_arm() noexcept { rt().chunks.arm(kBackgroundStart); }
 // extent's mark, which only ever says "cached" of a medium block that lies
 // in some cache, so a stale slot costs a wasted look, never a wrong purge.
 constexpr size_t kCachedResidentBound = size_t{64} << 20;
-constexpr size_t kCollectBatch = 512;  // blocks looked at per step
+constexpr size_t kCollectBatch = 128;  // slots per batch: its arrays (5 KiB) live on the background thread's 64 KiB stack
 Mutex g_collect_lock;                  // one collection at a time
 size_t g_collect_next = 0;             // where the last step's scan stopped (g_collect_lock)
 
