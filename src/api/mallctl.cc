@@ -466,8 +466,10 @@ int ctl_prof_interval(Req& r, const size_t*, size_t) {
   return read_only(r, v);
 }
 
-// prof.gdump: bool, read-write; as prof.active, writing it needs opt.prof.
-int ctl_prof_gdump(Req& r, const size_t*, size_t) {
+// A profiling switch, bool, read-write: jemalloc's rule for prof.active,
+// which prof.gdump follows too: writing it needs opt.prof (ENOENT
+// otherwise); it reads false without.
+int prof_switch(Req& r, bool (*get)() noexcept, bool (*set)(bool) noexcept) {
   if (!kProf) return ENOENT;
   bool v;
   bool written;
@@ -475,29 +477,15 @@ int ctl_prof_gdump(Req& r, const size_t*, size_t) {
   bool old;
   if (written) {
     if (!core::prof::enabled()) return ENOENT;
-    old = core::prof::set_gdump(v);
+    old = set(v);
   } else {
-    old = core::prof::gdump();
+    old = get();
   }
   return read_value(r, old);
 }
 
-// jemalloc's rule: writing it needs opt.prof (ENOENT otherwise); it reads
-// false without.
-int ctl_prof_active(Req& r, const size_t*, size_t) {
-  if (!kProf) return ENOENT;
-  bool v;
-  bool written;
-  if (int e = take_write(r, &v, &written)) return e;
-  bool old;
-  if (written) {
-    if (!core::prof::enabled()) return ENOENT;
-    old = core::prof::set_active(v);
-  } else {
-    old = core::prof::active();
-  }
-  return read_value(r, old);
-}
+int ctl_prof_gdump(Req& r, const size_t*, size_t) { return prof_switch(r, core::prof::gdump, core::prof::set_gdump); }
+int ctl_prof_active(Req& r, const size_t*, size_t) { return prof_switch(r, core::prof::active, core::prof::set_active); }
 
 // Write-only: a const char * file name, or NULL for
 // <prefix>.<pid>.<seq>.m<mseq>.heap. EFAULT when it cannot be written;
