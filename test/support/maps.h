@@ -5,6 +5,7 @@
 #pragma once
 
 #include <sys/mman.h>
+#include <sys/prctl.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -101,6 +102,37 @@ inline size_t max_map_count() {
   size_t n = 0;
   f >> n;
   return n;
+}
+
+// Transparent huge pages off for this process while it lives (prctl
+// PR_SET_THP_DISABLE; the previous setting is restored). khugepaged may
+// collapse an advised range that has one page resident into a whole huge
+// page at any moment; a test that counts the pages an operation made
+// resident turns THP off for that count to be the operation's own.
+class NoHugePages {
+ public:
+  NoHugePages() : was_(::prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0) == 1) {
+    ok_ = ::prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) == 0;
+  }
+  ~NoHugePages() {
+    if (!was_) ::prctl(PR_SET_THP_DISABLE, 0, 0, 0, 0);
+  }
+  NoHugePages(const NoHugePages&) = delete;
+  NoHugePages& operator=(const NoHugePages&) = delete;
+  bool ok() const { return ok_; }
+
+ private:
+  bool was_;
+  bool ok_ = false;
+};
+
+// What khugepaged may do to [p, p + n) at any moment: collapse it into huge
+// pages (MADV_COLLAPSE, Linux 6.1; the kernel refuses it while THP are off,
+// and older kernels do not know it). Tests call it where a collapse would
+// change what they count.
+inline void collapse_as_khugepaged_may(void* p, size_t n) {
+  constexpr int kMadvCollapse = 25;
+  (void)::madvise(p, n, kMadvCollapse);
 }
 
 }  // namespace ductile::test
