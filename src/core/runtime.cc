@@ -275,7 +275,8 @@ DUCTILE_ALWAYS_INLINE ThreadCache* cache() {
   return DUCTILE_LIKELY(tc != no_cache()) ? tc : create_cache();
 }
 
-// Returns the first n objects of a cache bin to where they came from.
+// Returns the first n blocks of a cache bin (its slots: items) to where
+// they came from.
 void flush_objects(size_t cls, void** items, size_t n, bool release) {
   if (small::is_small_class(cls)) {
     small::Bin::flush_to_owners(rt().chunks, items, n);
@@ -285,7 +286,7 @@ void flush_objects(size_t cls, void** items, size_t n, bool release) {
   Extent* batch[os::kPurgeBatch];
   size_t k = 0;
   for (size_t i = 0; i < n; i++) {
-    Extent* e = static_cast<Extent*>(items[i]);  // a medium class's bin holds extents (thread_cache.h)
+    Extent* e = static_cast<Extent*>(items[2 * i + 1]);  // beside its address (thread_cache.h)
     if (kHardened) {
       if (e->state != chunk::ExtentState::kActive || e->kind != ExtentKind::kMedium)
         fatal_pointer("free(): double free detected", ptr(e->base));
@@ -311,7 +312,8 @@ void flush_half(ThreadCache* tc, size_t cls) {
   const size_t cap = small::cache_cap(cls);
   size_t n = cap > 1 ? cap / 2 : 1;
   flush_objects(cls, b.items, n, false);
-  std::memmove(b.items, b.items + n, (b.count - n) * sizeof(void*));
+  const size_t slots = small::detail::slots_per_block(cls);
+  std::memmove(b.items, b.items + n * slots, (b.count - n) * slots * sizeof(void*));
   b.count = static_cast<uint32_t>(b.count - n);
 }
 
@@ -423,11 +425,13 @@ void* alloc_class(size_t cls, bool zero, bool cached) {
     }
     if (b.count != 0) {
       if (kStats || kProf) tc->allocated += small::class_size(cls);
-      void* p = b.items[--b.count];
-      if (!small::is_small_class(cls)) {
-        Extent* e = static_cast<Extent*>(p);  // (thread_cache.h)
-        medium_take(e);
-        p = ptr(e->base);
+      const uint32_t i = --b.count;
+      void* p;
+      if (small::is_small_class(cls)) {
+        p = b.items[i];
+      } else {
+        p = small::medium_block(b, i);
+        medium_take(static_cast<Extent*>(small::medium_block_extent(b, i)));
       }
       if (kHardened) small::take_marked(p);
       if (zero) std::memset(p, 0, small::class_size(cls));
@@ -588,7 +592,7 @@ void cache_push(void* p, Extent* e, bool cached) {
     decay_from_calls();
   }
   if (kStats) tc->deallocated += small::class_size(cls);
-  b.items[b.count++] = small::is_small_class(cls) ? p : static_cast<void*>(e);
+  cache_slot_in(b, p, cls, e);
 }
 
 void dealloc_extent(void* p, Extent* e, bool cached = true) {
@@ -678,7 +682,7 @@ __attribute__((no_sanitize("thread"))) size_t scan_cached_medium(void** out, siz
       const small::CacheBin& b = tc->bins[c];
       const uint32_t count = __atomic_load_n(&b.count, __ATOMIC_RELAXED);
       for (uint32_t i = 0; i < count && i < b.limit && got < n; i++, seen++)
-        if (seen >= g_collect_next) out[got++] = __atomic_load_n(&b.items[i], __ATOMIC_RELAXED);
+        if (seen >= g_collect_next) out[got++] = __atomic_load_n(&small::medium_block_extent(b, i), __ATOMIC_RELAXED);
     }
   g_collect_next = got == n ? g_collect_next + got : 0;
   return got;

@@ -244,10 +244,10 @@ DUCTILE_ALWAYS_INLINE void* cache_pop(small::ThreadCache* tc, small::CacheBin& b
     tc->allocated = now;
   }
   if (medium) {
-    // A medium class's bin holds the blocks' extents (thread_cache.h).
-    chunk::Extent* e = static_cast<chunk::Extent*>(b.items[--b.count]);
-    medium_take(e);
-    void* p = ptr(e->base);
+    // A medium block's address and extent, side by side (thread_cache.h).
+    const uint32_t i = --b.count;
+    void* p = small::medium_block(b, i);
+    medium_take(static_cast<chunk::Extent*>(small::medium_block_extent(b, i)));
     if (kHardened) small::take_marked(p);
     return p;
   }
@@ -289,13 +289,25 @@ DUCTILE_ALWAYS_INLINE bool hardened_block_start(const void* p, uintptr_t entry, 
          small::is_object_offset(small::tag_slab_offset(chunk::PageMap::entry_tag(entry), addr(p)), cls);
 }
 
-// Pushes p, of class cls, onto the thread cache's bin b, which has room;
-// `slot` is what the bin holds for it (p, or a medium block's extent).
+// Puts p, of class cls, into the thread cache's bin b, which has room: a
+// medium block (extent e) with its extent beside it.
+DUCTILE_ALWAYS_INLINE void cache_slot_in(small::CacheBin& b, void* p, size_t cls, chunk::Extent* e) noexcept {
+  if (small::is_small_class(cls)) {
+    b.items[b.count++] = p;
+  } else {
+    small::medium_block(b, b.count) = p;
+    small::medium_block_extent(b, b.count) = e;
+    b.count++;
+  }
+}
+
+// Pushes p, of class cls, onto the thread cache's bin b, which has room; e:
+// a medium block's extent.
 DUCTILE_ALWAYS_INLINE void cache_push_inline(small::ThreadCache* tc, small::CacheBin& b, void* p, size_t cls,
-                                             void* slot) noexcept {
+                                             chunk::Extent* e = nullptr) noexcept {
   if (kHardened) small::mark_freed(p);
   if (kStats) tc->deallocated += small::class_size(cls);
-  b.items[b.count++] = slot;
+  cache_slot_in(b, p, cls, e);
   if (DUCTILE_UNLIKELY(--tc->decay_countdown == 0)) decay_event(tc);
 }
 
@@ -322,7 +334,7 @@ DUCTILE_ALWAYS_INLINE void dealloc_as(void* p, size_t size = 0) noexcept {
       small::CacheBin& b = tc->bins[cls];
       // (A medium block cached already: see below.)
       if (small::is_small_class(cls)) {
-        if (DUCTILE_LIKELY(b.count < b.limit)) return cache_push_inline(tc, b, p, cls, p);
+        if (DUCTILE_LIKELY(b.count < b.limit)) return cache_push_inline(tc, b, p, cls);
       } else if (DUCTILE_LIKELY(b.count < b.limit) && medium_put(medium_extent(entry))) {
         return cache_push_inline(tc, b, p, cls, medium_extent(entry));
       }
@@ -330,7 +342,7 @@ DUCTILE_ALWAYS_INLINE void dealloc_as(void* p, size_t size = 0) noexcept {
     if (sized) return dealloc_sized_slow(p, size, 0);  // reports a wrong size
   } else if (DUCTILE_LIKELY(cls < small::kNumSmall)) {
     small::CacheBin& b = tc->bins[cls];
-    if (DUCTILE_LIKELY((addr(p) & 7) == 0 && b.count < b.limit)) return cache_push_inline(tc, b, p, cls, p);
+    if (DUCTILE_LIKELY((addr(p) & 7) == 0 && b.count < b.limit)) return cache_push_inline(tc, b, p, cls);
   } else if (cls < small::kNumClasses && (addr(p) & (kPage - 1)) == 0) {
     small::CacheBin& b = tc->bins[cls];
     // A medium block in a cache already (this thread's or another's) goes

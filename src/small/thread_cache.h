@@ -6,9 +6,11 @@
 //
 // Medium blocks are cached too, a few per class (fewer for bigger classes),
 // so alloc/free churn of one block costs no chunk-layer call. A medium
-// class's bin holds the blocks' extents, not their addresses (the core's
-// "medium_slot"): the hand-out needs the extent (its cached mark) and finds
-// the address in it, with no page-map lookup.
+// class's bin holds each block in two slots, its address and its extent
+// (medium_block, medium_block_extent): the hand-out needs the extent (its
+// cached mark), and reads the address beside it rather than in the extent,
+// which would put one more dependent load between a free and the next
+// malloc's return.
 #pragma once
 
 #include <cstddef>
@@ -28,25 +30,33 @@ constexpr uint16_t cache_slots_for(size_t size) {
   if (size <= 256 * 1024) return 1;
   return 1;
 }
+// Slots one cached block of class cls takes: a medium block's two.
+constexpr size_t slots_per_block(size_t cls) { return cls < kNumSmall ? 1 : 2; }
 constexpr size_t total_slots() {
   size_t n = 0;
-  for (size_t c = 0; c < kNumClasses; c++) n += cache_slots_for(kClasses.size[c]);
+  for (size_t c = 0; c < kNumClasses; c++) n += cache_slots_for(kClasses.size[c]) * slots_per_block(c);
   return n;
 }
 }  // namespace detail
 
 inline constexpr size_t kCacheSlots = detail::total_slots();
 
-// Slots of the cache bin of class cls.
+// Blocks the cache bin of class cls holds.
 DUCTILE_ALWAYS_INLINE uint16_t cache_cap(size_t cls) { return detail::cache_slots_for(kClasses.size[cls]); }
 
 // 16 bytes, so that a bin is found with one shift.
 struct CacheBin {
-  void** items;   // stack: items[count-1] is the newest
+  void** items;   // stack: the newest block last (items[count-1] if small)
   uint32_t count;
   uint32_t limit; // free() pushes while count < limit (the bin's cache_cap)
+  // (count and limit are in blocks; a medium block takes two slots.)
 };
 static_assert(sizeof(CacheBin) == 16);
+
+// A medium class's bin: the address and the extent (chunk::Extent, opaque
+// here) of its block number i (i < count).
+DUCTILE_ALWAYS_INLINE void*& medium_block(const CacheBin& b, size_t i) { return b.items[2 * i]; }
+DUCTILE_ALWAYS_INLINE void*& medium_block_extent(const CacheBin& b, size_t i) { return b.items[2 * i + 1]; }
 
 // The page-map tag (chunk::PageMap) of slab pages and of a medium block's
 // first page: the size class + 1, so that free() finds the cache bin without
@@ -104,7 +114,7 @@ struct ThreadCache {
       bins[c].items = &slots[off];
       bins[c].count = 0;
       bins[c].limit = cache_cap(c);
-      off += bins[c].limit;
+      off += bins[c].limit * detail::slots_per_block(c);
     }
     allocated = deallocated = 0;
     decay_countdown = kDecayEvent;

@@ -557,6 +557,35 @@ TEST(FreeTag, MediumResizedInPlaceIsTaggedWithItsNewClass) {
   ductile_free(q);
 }
 
+// A medium class's cache bin holds two blocks of 32 KiB: a third freed
+// gives back the oldest, and the two kept come back newest first, each with
+// its own extent (a bin keeps a block's address and extent side by side).
+TEST(ThreadCache, AFullMediumBinGivesBackItsOldestBlock) {
+  constexpr size_t kSize = 32 * 1024;
+  ASSERT_EQ(small::cache_cap(class_of(kSize)), 2u);
+  core::flush_thread_cache();
+  void* a = ductile_malloc(kSize);
+  void* b = ductile_malloc(kSize);
+  void* c = ductile_malloc(kSize);
+  ASSERT_TRUE(a && b && c);
+  ductile_free(a);
+  ductile_free(b);
+  ductile_free(c);  // the bin was full: a goes back to the chunk layer
+  EXPECT_EQ(core::rt().chunks.lookup(a)->cached, 0u);
+  EXPECT_NE(core::rt().chunks.lookup(b)->cached, 0u);
+  EXPECT_NE(core::rt().chunks.lookup(c)->cached, 0u);
+  void* x = ductile_malloc(kSize);
+  void* y = ductile_malloc(kSize);
+  EXPECT_EQ(x, c);
+  EXPECT_EQ(y, b);
+  EXPECT_EQ(core::rt().chunks.lookup(b)->cached, 0u);
+  EXPECT_EQ(core::rt().chunks.lookup(c)->cached, 0u);
+  std::memset(x, 1, kSize);
+  std::memset(y, 2, kSize);
+  ductile_free(x);
+  ductile_free(y);
+}
+
 TEST(Threads, FirstFreeOfANewThreadIsNotReusedByIt) {
   // Passive false sharing: this thread allocates neighbouring blocks and
   // hands one to a new thread, which frees it and then allocates the same

@@ -72,6 +72,7 @@ TEST(SizeClasses, ObjectOffsetsByMultiplyAgreeWithTheDivision) {
     for (uint32_t n = 0; n < kPage; n++) ASSERT_EQ(is_object_offset(n, c), n == 0) << "class " << class_size(c);
 }
 
+// Each bin has its own slots, a medium block two (its address and extent).
 TEST(ThreadCacheLayout, SlotsPartitionTheArray) {
   auto tc = std::make_unique<ThreadCache>();
   tc->init();
@@ -80,7 +81,12 @@ TEST(ThreadCacheLayout, SlotsPartitionTheArray) {
     EXPECT_EQ(tc->bins[c].items, &tc->slots[total]);
     EXPECT_GE(small::cache_cap(c), 1u);
     EXPECT_EQ(tc->bins[c].limit, small::cache_cap(c));
-    total += small::cache_cap(c);
+    total += small::cache_cap(c) * (is_small_class(c) ? 1 : 2);
+    if (!is_small_class(c)) {
+      const size_t last = small::cache_cap(c) - 1u;
+      EXPECT_EQ(&small::medium_block(tc->bins[c], last), &tc->slots[total - 2]);
+      EXPECT_EQ(&small::medium_block_extent(tc->bins[c], last), &tc->slots[total - 1]);
+    }
   }
   EXPECT_EQ(total, kCacheSlots);
 }
