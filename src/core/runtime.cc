@@ -277,14 +277,12 @@ DUCTILE_ALWAYS_INLINE ThreadCache* cache() {
 
 // Returns the first n blocks of a cache bin (its slots: items) to where
 // they came from.
-void flush_objects(size_t cls, void** items, size_t n, bool release) {
+void flush_objects(size_t cls, void** items, size_t n) {
   if (small::is_small_class(cls)) {
     small::Bin::flush_to_owners(rt().chunks, items, n);
     return;
   }
   make_background_before(n * small::class_size(cls));
-  Extent* batch[os::kPurgeBatch];
-  size_t k = 0;
   for (size_t i = 0; i < n; i++) {
     Extent* e = static_cast<Extent*>(items[2 * i + 1]);  // beside its address (thread_cache.h)
     if (kHardened) {
@@ -293,17 +291,8 @@ void flush_objects(size_t cls, void** items, size_t n, bool release) {
       small::take_marked(ptr(e->base));
     }
     medium_take(e);
-    if (!release) {
-      rt().chunks.free(e);
-      continue;
-    }
-    batch[k++] = e;
-    if (k == os::kPurgeBatch) {
-      rt().chunks.release(batch, k);
-      k = 0;
-    }
+    rt().chunks.free(e);  // dirty, for the next user or for decay
   }
-  if (k) rt().chunks.release(batch, k);
 }
 
 // A full cache bin gives back its older half.
@@ -311,22 +300,22 @@ void flush_half(ThreadCache* tc, size_t cls) {
   small::CacheBin& b = tc->bins[cls];
   const size_t cap = small::cache_cap(cls);
   size_t n = cap > 1 ? cap / 2 : 1;
-  flush_objects(cls, b.items, n, false);
+  flush_objects(cls, b.items, n);
   const size_t slots = small::detail::slots_per_block(cls);
   std::memmove(b.items, b.items + n * slots, (b.count - n) * slots * sizeof(void*));
   b.count = static_cast<uint32_t>(b.count - n);
 }
 
-void flush_all(ThreadCache* tc, bool release) {
+void flush_all(ThreadCache* tc) {
   for (size_t c = 0; c < small::kNumClasses; c++) {
     small::CacheBin& b = tc->bins[c];
-    if (b.count) flush_objects(c, b.items, b.count, release);
+    if (b.count) flush_objects(c, b.items, b.count);
     b.count = 0;
   }
 }
 
-void retire_cache(ThreadCache* tc, bool release) {
-  flush_all(tc, release);
+void retire_cache(ThreadCache* tc) {
+  flush_all(tc);
   LockGuard g(g_caches_lock);
   unlink_cache(tc);
 }
@@ -347,11 +336,13 @@ void thread_exit(void* arg) noexcept {
   auto* tc = static_cast<ThreadCache*>(arg);
   t_cache = no_cache();
   t_state = kExiting;  // frees from later destructors go straight to the bins
-  // Cached medium blocks are purged as they go back: nobody will touch them soon.
-  retire_cache(tc, true);
-  // Slabs that hold only free objects now -- beyond the one per class kept for
-  // hysteresis -- are purged and returned as zeroed space for the next user.
-  rt().for_each_bin([](small::Bin& b) { b.release_surplus(); });
+  // Its cached blocks go back dirty, and the slabs it emptied stay in their
+  // bins: a thread's exit is no sign that the process is done with the
+  // memory (the next thread usually wants it at once), so decay returns it
+  // on its usual schedule, and the doorbell wakes the background thread when
+  // what is retained reaches its mark. (Purging here made each of a stream
+  // of short-lived threads fault in again what the one before gave back.)
+  retire_cache(tc);
   wake_background_if_rung();
 }
 
@@ -1204,7 +1195,7 @@ small::ThreadCache* thread_cache() noexcept {
 void flush_thread_cache() noexcept {
   if (!g_ready.load(std::memory_order_acquire) || g_fork_heap) return;
   const InCall in_call;
-  if (ThreadCache* tc = own_cache()) flush_all(tc, false);
+  if (ThreadCache* tc = own_cache()) flush_all(tc);
 }
 
 bool thread_cache_enabled() noexcept {
@@ -1220,14 +1211,14 @@ void set_thread_cache_enabled(bool on) noexcept {
     t_cache = no_cache();
     t_state = kNoCache;
     pthread_setspecific(g_cache_key, nullptr);
-    retire_cache(tc, false);
+    retire_cache(tc);
   }
 }
 
 size_t trim() noexcept {
   if (!g_ready.load(std::memory_order_acquire) || g_fork_heap) return 0;
   const InCall in_call;
-  if (ThreadCache* tc = own_cache()) flush_all(tc, false);
+  if (ThreadCache* tc = own_cache()) flush_all(tc);
   rt().for_each_bin([](small::Bin& b) { b.trim(); });
   size_t bytes = rt().arena.trim();
   return bytes + rt().chunks.trim();

@@ -17,8 +17,8 @@
 // Retention with hysteresis: a slab that becomes empty stays in its bin, so a
 // class whose live count keeps dropping to zero never goes back to the chunk
 // layer. Empty slabs beyond kRetainEmpty are released (purged, returned to the
-// chunk layer as clean space) once they have stayed empty for the decay time,
-// when a thread exits (release_surplus), or on trim (every empty slab).
+// chunk layer as clean space) once they have stayed empty for the decay time
+// (a thread's exit leaves them to it), or on trim (every empty slab).
 #pragma once
 
 #include <cstddef>
@@ -111,7 +111,7 @@ class Bin {
   // Returns n objects of one class, each to the bin that holds its slab.
   static void flush_to_owners(const chunk::ChunkLayer& chunks, void** objs, size_t n) noexcept;
   static Bin* owner_of(const chunk::ChunkLayer& chunks, const void* p) noexcept;
-  // Releases empty slabs beyond kRetainEmpty (a thread's exit).
+  // Releases empty slabs beyond kRetainEmpty now, aged or not.
   void release_surplus() noexcept { release_empty(kRetainEmpty); }
   // Releases every empty slab (trim).
   void trim() noexcept { release_empty(0); }

@@ -557,11 +557,11 @@ TEST(FreeTag, MediumResizedInPlaceIsTaggedWithItsNewClass) {
   ductile_free(q);
 }
 
-// A medium class's cache bin holds two blocks of 32 KiB: a third freed
+// A medium class's cache bin holds two blocks of 64 KiB: a third freed
 // gives back the oldest, and the two kept come back newest first, each with
 // its own extent (a bin keeps a block's address and extent side by side).
 TEST(ThreadCache, AFullMediumBinGivesBackItsOldestBlock) {
-  constexpr size_t kSize = 32 * 1024;
+  constexpr size_t kSize = 64 * 1024;
   ASSERT_EQ(small::cache_cap(class_of(kSize)), 2u);
   core::flush_thread_cache();
   void* a = ductile_malloc(kSize);
@@ -659,37 +659,49 @@ TEST(Threads, TheCacheOfThreadsWithoutOneStaysEmpty) {
   pthread_key_delete(g_late_key);
 }
 
-TEST(Threads, ExitReturnsTheMemoryOfFreeSlabs) {
-  // A thread's exit hands the slabs it emptied back to the shared pool: the
-  // slab arena, which gives regions left without a slab back to the chunk
-  // layer whole (dirty, for the next user or for decay); trim then purges.
+TEST(Threads, ExitLeavesItsMemoryToDecay) {
+  // A thread's exit is no sign that the process will not need the memory
+  // again soon (the next thread usually does): the slabs it emptied stay in
+  // their bins and its cached medium blocks go back to the chunk layer, all
+  // dirty, for the next user or for decay -- the exit itself purges nothing.
   ASSERT_TRUE(core::ensure_ready());  // the runtime is made by ductile's first call
-  const small::ArenaStats before = core::rt().arena.stats();
-  const uint64_t purged_before = core::rt().os.counters().purged_bytes.load();
-  size_t cls = class_of(256);
-  const size_t slab = small::kClasses.slab_pages[cls] * kPage;
-  std::thread worker([] {
+  const uint64_t decay = core::rt().chunks.options().decay_ns;
+  core::rt().chunks.set_decay_ns(uint64_t{3600} * 1000000000);  // nothing comes due meanwhile
+  const os::Counters& os = core::rt().os.counters();
+  const uint64_t purged_before = os.purged_bytes.load();
+  const uint64_t ranges_before = os.purged_ranges.load();
+  const size_t cls = class_of(256);
+  const size_t empty_before = core::rt().class_stats(cls).empty_slabs;
+  constexpr size_t kMedium = 24 * 1024;
+  void* m[2] = {};
+  std::thread worker([&m] {
     std::vector<void*> v;
     for (int i = 0; i < 40000; i++) v.push_back(ductile_malloc(256));  // 10 MB
     for (void* p : v) ductile_free(p);
+    m[0] = ductile_malloc(kMedium);
+    m[1] = ductile_malloc(kMedium);
+    std::memset(m[0], 1, kMedium);
+    std::memset(m[1], 1, kMedium);
+    ductile_free(m[0]);
+    ductile_free(m[1]);  // in the thread's cache as it exits
   });
   worker.join();
-  const small::ArenaStats after = core::rt().arena.stats();
-  // No slab of it is left but the one empty slab each class keeps (the
-  // vector of pointers went through several classes as it grew).
-  size_t kept = 0;
-  for (size_t c = 0; c < small::kNumSmall; c++) kept += small::kClasses.slab_pages[c];
-  EXPECT_LE(after.slab_pages, before.slab_pages + kept);
-  EXPECT_LT(kept * kPage, 40000u * 256 / 3);  // (a bound that can fail)
-  EXPECT_LE(core::rt().class_stats(cls).empty_slabs, small::Bin::kRetainEmpty * core::rt().nbinsets);
-  // Its regions went back whole, but for one retained whole-free, and those
-  // that hold the empty slabs its bins keep or slabs of other threads.
-  EXPECT_LE(after.regions, before.regions + 3);
-  EXPECT_GE(after.region_releases - before.region_releases, 40000u * 256 / small::kRegionSize - 2);
-  // And trim purges all of it.
+  EXPECT_EQ(os.purged_bytes.load(), purged_before);
+  EXPECT_EQ(os.purged_ranges.load(), ranges_before);
+  // Its empty slabs wait in the bin (more than the one kept for hysteresis),
+  // and its cached blocks in the chunk layer, free and still resident.
+  EXPECT_GT(core::rt().class_stats(cls).empty_slabs, empty_before + small::Bin::kRetainEmpty);
+  for (void* p : m) {
+    const chunk::Extent* e = core::rt().chunks.lookup(p);
+    EXPECT_TRUE(e == nullptr || e->state != chunk::ExtentState::kActive);  // not a block's any more
+    EXPECT_EQ(test::resident_pages(p, kMedium), kMedium / kPage);
+  }
+  // Trim purges all of it.
+  const size_t slab = small::kClasses.slab_pages[cls] * kPage;
   ductile_trim();
-  const uint64_t purged = core::rt().os.counters().purged_bytes.load() - purged_before;
-  EXPECT_GE(purged, 40000u * 256 - slab);
+  EXPECT_GE(os.purged_bytes.load() - purged_before, 40000u * 256 - slab + 2 * kMedium);
+  EXPECT_LE(core::rt().class_stats(cls).empty_slabs, small::Bin::kRetainEmpty * core::rt().nbinsets);
+  core::rt().chunks.set_decay_ns(decay);
 }
 
 TEST(Threads, CrossThreadFreesWithAShadowOfContents) {
