@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 // A mutex that never allocates and is usable before constructors run
-// (statically initialised), plus a scoped guard.
+// (statically initialised), plus a scoped guard. It is glibc's adaptive
+// kind: it spins a little before it sleeps in the kernel, as the sections
+// it guards are short and two threads often want one at once (a plain
+// mutex slept and woke on every collision).
 #pragma once
 
 #include <pthread.h>
@@ -42,13 +45,16 @@ class Mutex {
   }
   // After fork() the child holds the parent's lock state; the fork handler
   // re-creates the lock in the child instead of unlocking a lock another
-  // (now vanished) thread may own.
-  void reinit_after_fork() noexcept { pthread_mutex_init(&m_, nullptr); }
+  // (now vanished) thread may own; of the same kind.
+  void reinit_after_fork() noexcept {
+    pthread_mutex_t fresh = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
+    m_ = fresh;
+  }
   // For pthread_cond_wait.
   pthread_mutex_t* native() noexcept { return &m_; }
 
  private:
-  pthread_mutex_t m_ = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_t m_ = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
 };
 
 class LockGuard {
