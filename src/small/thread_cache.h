@@ -26,6 +26,7 @@ constexpr uint16_t cache_slots_for(size_t size) {
   if (size <= 1024) return 64;
   if (size <= 4096) return 32;
   if (size <= kMaxSmall) return 16;
+  if (size <= 32 * 1024) return 8;
   if (size <= 64 * 1024) return 2;
   if (size <= 256 * 1024) return 1;
   return 1;

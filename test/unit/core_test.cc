@@ -586,6 +586,36 @@ TEST(ThreadCache, AFullMediumBinGivesBackItsOldestBlock) {
   ductile_free(y);
 }
 
+// A thread that keeps a handful of blocks of each medium size up to 32 KiB
+// (buffers of a request, say) cycles them through its cache: after the
+// first round no allocation or free reaches the chunk layer and its lock,
+// which the program's other threads want too.
+TEST(ThreadCache, AHandfulOfSmallMediumBlocksStaysInTheCache) {
+  constexpr int kBlocks = 8;
+  for (size_t size : {20 * 1024, 32 * 1024}) {
+    ASSERT_GE(small::cache_cap(class_of(size)), kBlocks) << size;
+    std::thread worker([size] {
+      void* p[kBlocks];
+      uint64_t allocs = 0, frees = 0;
+      for (int round = 0; round < 3; round++) {
+        if (round == 1) {
+          allocs = core::rt().chunks.stats().allocs;
+          frees = core::rt().chunks.stats().frees;
+        }
+        for (void*& q : p) {
+          q = ductile_malloc(size);
+          ASSERT_NE(q, nullptr);
+          std::memset(q, round, size);
+        }
+        for (void* q : p) ductile_free(q);
+      }
+      EXPECT_EQ(core::rt().chunks.stats().allocs, allocs) << size;
+      EXPECT_EQ(core::rt().chunks.stats().frees, frees) << size;
+    });
+    worker.join();
+  }
+}
+
 TEST(Threads, FirstFreeOfANewThreadIsNotReusedByIt) {
   // Passive false sharing: this thread allocates neighbouring blocks and
   // hands one to a new thread, which frees it and then allocates the same
