@@ -149,6 +149,7 @@ ductile_workloads = \
 	bench/workloads/medium_cycle \
 	bench/workloads/churn \
 	bench/workloads/thread_churn \
+	bench/workloads/short_threads \
 	bench/workloads/vecstr \
 	bench/workloads/tree \
 	bench/workloads/trim_rss
@@ -174,6 +175,9 @@ bench_workloads_churn_CFLAGS = $(wl_cflags)
 bench_workloads_thread_churn_SOURCES = bench/workloads/thread_churn.c bench/workloads/wl.h
 bench_workloads_thread_churn_CFLAGS = $(wl_cflags)
 bench_workloads_thread_churn_LDFLAGS = $(wl_ldflags)
+bench_workloads_short_threads_SOURCES = bench/workloads/short_threads.c bench/workloads/wl.h
+bench_workloads_short_threads_CFLAGS = $(wl_cflags)
+bench_workloads_short_threads_LDFLAGS = $(wl_ldflags)
 bench_workloads_vecstr_SOURCES = bench/workloads/vecstr.cc bench/workloads/wl.h
 bench_workloads_vecstr_CXXFLAGS = -Wall -Wextra
 bench_workloads_tree_SOURCES = bench/workloads/tree.cc bench/workloads/wl.h
