@@ -416,15 +416,7 @@ void* alloc_class(size_t cls, bool zero, bool cached) {
     }
     if (b.count != 0) {
       if (kStats || kProf) tc->allocated += small::class_size(cls);
-      const uint32_t i = --b.count;
-      void* p;
-      if (small::is_small_class(cls)) {
-        p = b.items[i];
-      } else {
-        p = small::medium_block(b, i);
-        medium_take(static_cast<Extent*>(small::medium_block_extent(b, i)));
-      }
-      if (kHardened) small::take_marked(p);
+      void* p = small::is_small_class(cls) ? cache_slot_out<false>(b) : cache_slot_out<true>(b);
       if (zero) std::memset(p, 0, small::class_size(cls));
       return p;
     }

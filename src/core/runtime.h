@@ -233,8 +233,26 @@ DUCTILE_ALWAYS_INLINE void medium_take(chunk::Extent* e) noexcept {
     medium_taken_slow(e, was);
 }
 
-// A block of class cls from the thread cache's bin b (not empty). A medium
-// block leaves the cache: its extent's `cached` mark goes.
+// Takes the newest block out of the thread cache's bin b (not empty), of a
+// medium class or a small one: a medium block leaves the cache (its
+// extent's `cached` mark goes); kHardened checks and clears the freed mark.
+template <bool medium>
+DUCTILE_ALWAYS_INLINE void* cache_slot_out(small::CacheBin& b) noexcept {
+  const uint32_t i = --b.count;
+  void* p;
+  if (medium) {
+    // A medium block's address and extent, side by side (thread_cache.h).
+    p = small::medium_block(b, i);
+    medium_take(static_cast<chunk::Extent*>(small::medium_block_extent(b, i)));
+  } else {
+    p = b.items[i];
+  }
+  if (kHardened) small::take_marked(p);
+  return p;
+}
+
+// A block of class cls from the thread cache's bin b (not empty), counted
+// on the sampling clock.
 template <bool medium>
 DUCTILE_ALWAYS_INLINE void* cache_pop(small::ThreadCache* tc, small::CacheBin& b, size_t cls, size_t size) noexcept {
   if (kStats || kProf) {
@@ -243,17 +261,7 @@ DUCTILE_ALWAYS_INLINE void* cache_pop(small::ThreadCache* tc, small::CacheBin& b
     if (kProf && DUCTILE_UNLIKELY(now >= tc->prof_at)) return alloc_slow(size);
     tc->allocated = now;
   }
-  if (medium) {
-    // A medium block's address and extent, side by side (thread_cache.h).
-    const uint32_t i = --b.count;
-    void* p = small::medium_block(b, i);
-    medium_take(static_cast<chunk::Extent*>(small::medium_block_extent(b, i)));
-    if (kHardened) small::take_marked(p);
-    return p;
-  }
-  void* p = b.items[--b.count];
-  if (kHardened) small::take_marked(p);
-  return p;
+  return cache_slot_out<medium>(b);
 }
 
 // Every size below the huge threshold has a cache bin, and the threshold is
