@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-2-Clause
-# The scale cases of issue 11 under glibc, jemalloc, mimalloc, tcmalloc and
+# The scale cases (bench/scale.c) under glibc, jemalloc, mimalloc, tcmalloc and
 # ductile in one run, printed as one Markdown table per case: time, peak
 # RSS, mappings (lines of /proc/self/maps at the end), metadata (where the
 # allocator answers mallctl("stats.metadata"): ductile and jemalloc; "-"
@@ -12,7 +12,7 @@
 #                          [--heap-mib N] [--calloc-mib N] [--timeout S]
 #                          [--build-dir DIR] [--ductile LIB] [--out DIR]
 #
-# Defaults are the issue's sizes: 1 000 000 rounds (case 1), 100 000 huge
+# Defaults are the cases' full sizes: 1 000 000 rounds (case 1), 100 000 huge
 # plus 100 000 medium blocks (case 2), 16 GiB of 16 KiB and of 64 KiB blocks
 # and 2 GiB of 256 B objects (case 4), 512 MiB idle (case 5), a 1 GiB heap
 # (case 6), 1 GiB (case 7). Case 2f is case 2 near vm.max_map_count: the

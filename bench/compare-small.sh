@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-2-Clause
 # Small-object comparison: glibc, jemalloc, mimalloc, tcmalloc and ductile,
-# measured in one go and printed as ratios (see docs/bench-small.md).
+# measured in one go and printed as ratios (see docs/measurements/small-objects.md).
 #
 #   bench/compare-small.sh [--quick] [--reps N] [--min-time S]
 #                          [--pair-reps N] [--pair-min-time S]

@@ -1,9 +1,9 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-2-Clause
-# The vector-doubling comparison (issue 4): bench/vector_doubling under glibc,
+# The vector-doubling comparison: bench/vector_doubling under glibc,
 # jemalloc, mimalloc, tcmalloc and ductile, plus the two bare-memory limits,
 # in one go; prints a table (time, ratio to ductile, peak RSS, moves, copies)
-# and the issue's goals, and draws a PNG chart with gnuplot (bench/vector.gp)
+# and the vector-doubling goals, and draws a PNG chart with gnuplot (bench/vector.gp)
 # from the figures, which it keeps next to the chart (PATH with .dat for
 # .png: one line per allocator, and the chart's subtitle).
 #
@@ -25,7 +25,7 @@
 #                  (default $BUILD_DIR, else the directory above this script)
 #   --ductile LIB  the library preloaded as ductile
 #   --keep DIR     keep the raw outputs (and the chart's data) in DIR
-#   --many-threads "T..."  the many-blocks case (issue 11): 64 buffers grown
+#   --many-threads "T..."  the many-blocks case: 64 buffers grown
 #                  round-robin by doubling from 4 KiB to 16 MiB, writing each
 #                  new half, --many-rounds rounds, once per thread count
 #                  given (default "1 2 8"), against two limits, the same
@@ -214,7 +214,7 @@ echo "moves: reallocs of a block of 2 MiB or more that returned a new address; c
 if [ "${avail[ductile]}" = yes ]; then
   fin_mib=$(awk -v f="$final" 'BEGIN { printf "%.1f", f / 1048576 }')
   echo
-  echo "goals (issue 4), measured in this run:"
+  echo "the vector-doubling goals, measured in this run:"
   echo "  glibc / ductile            $(ratio "${secs[0]}" "${secs[ductile]}")   (goal >= 3)"
   echo "  jemalloc / ductile         $(ratio "${secs[1]}" "${secs[ductile]}")   (goal >= 3)"
   echo "  ductile / bare mmap+THP    $(ratio "${secs[ductile]}" "${secs[5]}")   (goal <= 1.2)"
@@ -223,7 +223,7 @@ if [ "${avail[ductile]}" = yes ]; then
   echo "  peak RSS / final block     $(ratio "${rss[ductile]}" "$fin_mib")   (goal <= 1.1; final block $fin_mib MiB)"
 fi
 
-# --- many blocks growing together (issue 11) ------------------------------------------
+# --- many blocks growing together -------------------------------------------------------
 # Each allocator and the two limits per thread count, after the loop above
 # (never two benchmarks at once), --many-reps times interleaved; the table
 # shows medians. Goals: time <= 1.3 x the limit, <= 5 % of the huge growth
@@ -284,7 +284,7 @@ many_table() {  # threads
   done
 }
 for t in $many_threads; do many_table "$t"; done
-[ -n "$many_threads" ] && echo "goals (issue 11): ductile <= 1.3 x the limit of memory that stays faulted (x kept), moves <= 5 % of the huge growth steps, RSS / live <= 1.1"
+[ -n "$many_threads" ] && echo "the many-blocks goals: ductile <= 1.3 x the limit of memory that stays faulted (x kept), moves <= 5 % of the huge growth steps, RSS / live <= 1.1"
 
 # --- chart --------------------------------------------------------------------------
 if [ -n "$png" ]; then

@@ -1,11 +1,11 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-2-Clause
-# The workload suite (issue 6): bench/workloads/* and bench/vector_doubling
+# The workload suite: bench/workloads/* and bench/vector_doubling
 # under glibc, jemalloc, mimalloc, tcmalloc and ductile in one go,
 # interleaved (for each repetition, for each workload, each allocator in
 # turn, the first allocator rotating); prints, per workload, the median time
 # and peak RSS with ratios to ductile, then the geometric means and the
-# issue's goals (bench/workloads.py), and draws a PNG chart with gnuplot.
+# suite's goals (bench/workloads.py), and draws a PNG chart with gnuplot.
 #
 #   bench/compare-workloads.sh [--quick] [--reps N] [--only W1,W2,...]
 #                              [--png PATH | --no-png] [--md PATH]

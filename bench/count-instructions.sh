@@ -4,7 +4,7 @@
 # one step of a 1000-block churn of 16-128 bytes) under callgrind, for each
 # library given (preloaded; "glibc" for the C library's own malloc). The
 # count is free of timing noise: it compares builds of the fast paths
-# exactly (docs/ARCHITECTURE.md, "Hardened mode and stress").
+# exactly (docs/measurements/hardened.md, "Cost").
 #
 #   bench/count-instructions.sh [--steps N] [--build-dir DIR] LIB...
 #

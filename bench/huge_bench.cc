@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 // The huge layer on the real kernel, and the trade-off behind its headroom
 // policy (huge::Options::headroom_factor; the numbers are in
-// docs/ARCHITECTURE.md):
+// docs/measurements/huge-growth.md):
 //  * BM_VectorDoubling/<factor>/<top MiB>: one round of the vector-doubling
 //    loop from 2 MiB, the span recycled from round to round;
 //  * BM_InterleavedDoubling/<factor>: four blocks doubling in turn from

@@ -98,7 +98,7 @@ COUNT_FLAGS =
 count-instructions: bench/free_path $(lib_LTLIBRARIES)
 	BUILD_DIR=$(abs_top_builddir) bash $(srcdir)/bench/count-instructions.sh $(COUNT_FLAGS)
 
-## The vector-doubling benchmark (issue 4): plain C, only realloc/free/memset,
+## The vector-doubling benchmark: plain C, only realloc/free/memset,
 ## so LD_PRELOAD picks the allocator; --bare-thp and --bare-faulted are the
 ## two bare-memory limits. `make check` builds it (compare_vector_test.sh
 ## runs the comparison at a tiny size); `make compare-vector` runs it under
@@ -136,12 +136,12 @@ vector-chart:
 	gnuplot -e "datafile='$(srcdir)/docs/vector-doubling.dat'; outfile='$(srcdir)/docs/vector-doubling.png'" \
 	  $(srcdir)/bench/vector.gp
 
-## The workload suite (issue 6): programs that look like real ones, written
+## The workload suite: programs that look like real ones, written
 ## for ductile in plain C/C++ with only malloc/free/realloc/new/delete, so
 ## LD_PRELOAD picks the allocator measured (they do NOT link libductile).
 ## `make compare-workloads` runs them under glibc, jemalloc, mimalloc,
 ## tcmalloc and ductile (about 8 minutes; COMPARE_WORKLOADS_FLAGS=--quick
-## for a few minutes) and draws docs/workloads.png. See docs/workloads.md.
+## for a few minutes) and draws docs/workloads.png. See docs/measurements/workloads.md.
 ductile_workloads = \
 	bench/workloads/larson \
 	bench/workloads/xmalloc \
@@ -193,7 +193,7 @@ workloads: $(ductile_workloads) bench/vector_doubling
 compare-workloads: workloads $(lib_LTLIBRARIES)
 	BUILD_DIR=$(abs_top_builddir) bash $(srcdir)/bench/compare-workloads.sh $(COMPARE_WORKLOADS_FLAGS)
 
-## The scale cases of issue 11 (bench/scale.c): plain C, only the malloc
+## The scale cases (bench/scale.c): plain C, only the malloc
 ## family, so LD_PRELOAD picks the allocator. `make compare-scale` runs
 ## cases 1, 2, 4, 5, 6 and 7 under glibc, jemalloc, mimalloc, tcmalloc and
 ## ductile and prints a table per case (the full sizes take about half an

@@ -318,7 +318,7 @@ def paired_table(res):
     speed that outlasts a repetition cancels, where the medians of the
     tables above compare runs minutes apart. With other builds of ductile
     in the peers' slots this is how their costs are measured (docs/
-    bench-small.md)."""
+    measurements/small-objects.md)."""
     if "ductile" not in res.allocs or res.status["ductile"][0] != "ok":
         return
     base = res.times_by_rep("ductile")

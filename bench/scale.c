@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* The scale cases of issue 11, one per run, for any allocator: plain C that
+/* The scale cases, one per run, for any allocator: plain C that
  * calls only the C library's malloc family, so LD_PRELOAD picks the
  * allocator measured (bench/compare-scale.sh runs it under each).
  *
@@ -29,7 +29,7 @@
  *      2.5 x --decay-ms, each call timed: p99.9 and max.
  *   7  calloc of recycled memory: a 1 GiB block (--calloc-mib) with 2 bytes
  *      written is freed, then calloc(1, 1 GiB): its time and the RSS after.
- *   8  cycles of untouched huge blocks (issue 15, case 6): per round
+ *   8  cycles of untouched huge blocks: per round
  *      --blocks blocks of 2-4 MiB, each reallocated to 2-8 MiB, all freed
  *      (sizes from a fixed pseudo-random sequence, nothing written);
  *      --rounds rounds, a line with the resident set and mappings after

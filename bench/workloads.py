@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-2-Clause
-"""Tables for bench/compare-workloads.sh (issue 6).
+"""Tables for bench/compare-workloads.sh (the workload suite).
 
     workloads.py OUTDIR [--md PATH] [--chart-data DIR]
 
@@ -8,7 +8,7 @@ Reads OUTDIR/results.tsv (workload, allocator, rep, seconds, peak RSS KiB,
 status), OUTDIR/allocs.tsv and OUTDIR/meta.tsv; prints per workload the
 median time and peak RSS of each allocator with ratios to ductile, then the
 geometric means over the workloads every allocator completed, and the
-issue's goals. --md writes the same as Markdown; --chart-data writes the
+suite's goals. --md writes the same as Markdown; --chart-data writes the
 ratios for bench/workloads.gp.
 """
 import argparse
@@ -141,7 +141,7 @@ def main():
             md.append("| %s | %s |" % (w, " | ".join(cells)))
         md.append("")
 
-    # Goals (issue 6).
+    # The suite's goals.
     goals = []
     if "ductile" in allocs:
         peers = [a for a in PEERS if a in allocs and gt.get(a)]
@@ -167,10 +167,10 @@ def main():
                                                       if r > 1.0 else "")
             goals.append("%-16s ductile / best peer (%s) time %.2f%s" % (w, ba, r, flag))
     p()
-    p("== goals (issue 6)")
+    p("== goals")
     for g in goals:
         p("  " + g)
-    md.append("Goals (issue 6), from this run:")
+    md.append("Goals, from this run:")
     md.append("")
     md.extend("    " + g for g in goals)
     md.append("")

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* bench/workloads/wl.h -- shared helpers for the workload suite (issue 6).
+/* bench/workloads/wl.h -- shared helpers for the workload suite.
  *
  * Every workload calls only the standard malloc/free/realloc (or C++
  * new/delete), so whatever allocator LD_PRELOAD puts under it is measured.

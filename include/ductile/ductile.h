@@ -54,7 +54,7 @@ size_t ductile_trim(void) DUCTILE_NOTHROW;
  * heap it uses. mallinfo2 and mallinfo (whose int fields saturate at
  * INT_MAX) fill glibc's fields from ductile's statistics, with huge blocks in
  * hblks/hblkhd apart from arena = uordblks + fordblks, as glibc keeps its
- * mmapped chunks apart; docs/ARCHITECTURE.md (API layer) says what each
+ * mmapped chunks apart; docs/api.md ("glibc's interface") says what each
  * field holds. The structs are <malloc.h>'s: include it to call these. */
 struct mallinfo;
 struct mallinfo2;
@@ -123,7 +123,7 @@ size_t ductile_nallocx(size_t size, int flags) DUCTILE_NOTHROW;
 
 /* Introspection and control by name ("stats.allocated", "opt.decay_ms",
  * "arena.0.purge", "ductile.huge.growth.mremap", ...); the names are listed
- * in docs/ARCHITECTURE.md. 0 on success, else ENOENT (unknown name), EINVAL
+ * in docs/api.md. 0 on success, else ENOENT (unknown name), EINVAL
  * (wrong *oldlenp or newlen), EPERM (read-only or void value written). */
 int ductile_mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp,
                     size_t newlen) DUCTILE_NOTHROW;
