@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Carving: an extent for a request, taken from the free sets (clean or dirty
+// runs) or from new reservations, and at a given address (alloc_at).
 #include "chunk/chunk.h"
 
 #include <cstring>

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The chunk layer itself: its construction and reservations of address
+// space, extent records, the free sets, free, statistics and fork.
 #include "chunk/chunk.h"
 
 #include <sys/auxv.h>
@@ -339,10 +341,12 @@ void ChunkLayer::prefork() noexcept {
   lock_.lock();
   meta_.prefork();
 }
+
 void ChunkLayer::postfork_parent() noexcept {
   meta_.postfork_parent();
   lock_.unlock();
 }
+
 void ChunkLayer::postfork_child() noexcept {
   page_map_.postfork_child();
   meta_.postfork_child();

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// What the layer gives back: the doorbell of retained memory, purge batches,
+// decay by age, trim, and the release of the mapping budget.
 #include "chunk/chunk.h"
 
 #include <algorithm>

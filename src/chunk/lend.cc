@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Lending: a run of an active extent handed to another layer as an extent of
+// its own (a huge span's headroom, a slab region's pages), and taken back.
 #include "chunk/chunk.h"
 
 namespace ductile::chunk {

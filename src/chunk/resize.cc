@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Growth and shrink of an extent in place: into its free neighbour or a
+// fresh mapping past it, and back.
 #include "chunk/chunk.h"
 
 #include <cstring>

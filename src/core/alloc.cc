@@ -1,8 +1,13 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Allocation past the inline path (core/alloc.h).
+#include "core/alloc.h"
 
 #include <cerrno>
 #include <cstring>
 
+#include "core/cache.h"
+#include "core/fallback_heap.h"
+#include "core/startup.h"
 
 namespace ductile::core {
 
@@ -10,6 +15,7 @@ using chunk::Extent;
 using chunk::ExtentKind;
 using small::ThreadCache;
 
+void* medium_from_chunks(size_t cls, size_t align, bool zero, bool tagged, chunk::Space space) {
   size_t size = small::class_size(cls);
   chunk::Allocation a = rt().chunks.alloc(align_up(size, kPage), align < kPage ? kPage : align, SIZE_MAX, space);
   if (a.extent == nullptr) return nullptr;
@@ -28,6 +34,7 @@ using small::ThreadCache;
   return ptr(e->base);
 }
 
+namespace {
 
 // `cached`: through the thread cache (false: MALLOCX_TCACHE_NONE, straight
 // from the bin or the chunk layer).
@@ -104,6 +111,9 @@ bool dense_for_growth(size_t usable) {
   return false;
 }
 
+}  // namespace
+
+void* alloc_impl(size_t size, size_t align, bool zero, bool cached, bool growing) {
   if (DUCTILE_UNLIKELY(!ensure_ready())) {
     void* p = bootstrap_alloc(size, align);  // zeroed: static storage, never reused
     return p;

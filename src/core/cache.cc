@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Thread caches: their life cycle and the flushes that give blocks back
+// (core/cache.h).
+#include "core/cache.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -6,6 +9,7 @@
 #include <cstring>
 #include <new>
 
+#include "core/fallback_heap.h"
 #include "core/prof.h"
 
 namespace ductile::core {

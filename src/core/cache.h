@@ -1,14 +1,40 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
+// Thread caches: making one, flushing it, giving it back at thread exit;
+// the layout of a cache bin's slots and the mark of a cached medium block.
 #pragma once
+
+#include <pthread.h>
 
 #include <cstddef>
 #include <cstdint>
 
+#include "core/state.h"
 
 namespace ductile::core {
 
+extern Mutex g_caches_lock;
+extern pthread_key_t g_cache_key;
+extern small::ThreadCache* g_live_caches;  // g_caches_lock
+
+// Makes the calling thread's cache; nullptr where it cannot have one (see
+// ThreadState, tcache:false, hardened:true alone, a forked child's own heap).
+small::ThreadCache* create_cache();
+// The calling thread's cache, made now if it has none yet.
+DUCTILE_ALWAYS_INLINE small::ThreadCache* cache() {
+  small::ThreadCache* tc = t_cache;
+  return DUCTILE_LIKELY(tc != no_cache()) ? tc : create_cache();
 }
 
+// Returns the first n blocks of a cache bin (its slots: items) to where
+// they came from.
+void flush_objects(size_t cls, void** items, size_t n);
+// A full cache bin gives back its older half.
+void flush_half(small::ThreadCache* tc, size_t cls);
+void flush_all(small::ThreadCache* tc);
+void retire_cache(small::ThreadCache* tc);
+// Moves a cache from the live list to the free pool (g_caches_lock held).
+void unlink_cache(small::ThreadCache* tc);
+void thread_exit(void* arg) noexcept;
 // A thread's countdown of cached frees ran out: a decay step if one is due.
 void decay_event(small::ThreadCache* tc) noexcept;
 

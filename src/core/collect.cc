@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The idle caches' collection and the background thread's step
+// (core/collect.h).
+#include "core/collect.h"
 
 #include "base/fork_gate.h"
+#include "core/cache.h"
 
 namespace ductile::core {
 
@@ -13,7 +17,11 @@ namespace {
 // huge pages. A short-lived program that frees less never gets a thread.
 constexpr size_t kBackgroundStart = 2 * kHugePage;
 
+}  // namespace
+
 void background_arm() noexcept { rt().chunks.arm(kBackgroundStart); }
+
+namespace {
 
 // ---- idle caches' collection ---------------------------------------------
 // Medium blocks wait in thread caches for the next malloc of their class,
@@ -44,6 +52,10 @@ void background_arm() noexcept { rt().chunks.arm(kBackgroundStart); }
 // in some cache, so a stale slot costs a wasted look, never a wrong purge.
 constexpr size_t kCachedResidentBound = size_t{64} << 20;
 constexpr size_t kCollectBatch = 128;  // slots per batch: its arrays (5 KiB) live on the background thread's 64 KiB stack
+}  // namespace
+Mutex g_collect_lock;  // one collection at a time
+namespace {
+size_t g_collect_next = 0;  // where the last step's scan stopped (g_collect_lock)
 
 // Takes up to n cached medium blocks into out, from the cache list (its
 // lock held), resuming after the ones the last step took.
@@ -133,6 +145,8 @@ bool collect_cached_medium() noexcept {
   g_collect_lock.unlock();
   return pending;
 }
+
+}  // namespace
 
 // One decay step of every layer that retains memory for the decay time,
 // and of the thread caches' medium blocks. True while something still

@@ -1,9 +1,15 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Run-time control of the caches, trim and the huge threshold
+// (core/control.h).
+#include "core/control.h"
 
 #include <pthread.h>
 
 #include <cstring>
 
+#include "core/cache.h"
+#include "core/fallback_heap.h"
+#include "core/startup.h"
 
 namespace ductile::core {
 

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
+// What changes while the program runs: the calling thread's cache (flush,
+// on/off), trim, and the huge threshold.
 #pragma once
 
 #include <cstddef>
 
+#include "base/lock.h"
 #include "small/thread_cache.h"
 
 namespace ductile::core {

@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The start-up buffer and the heap of a child forked mid-call
+// (core/fallback_heap.h).
+#include "core/fallback_heap.h"
 
 #include <cerrno>
 #include <cstring>
 
+#include "core/state.h"
 
 namespace ductile::core {
 
@@ -11,6 +15,8 @@ namespace {
 constexpr size_t kBootstrapBytes = 64 * 1024;
 alignas(16) unsigned char g_bootstrap[kBootstrapBytes];
 std::atomic<size_t> g_bootstrap_used{0};
+
+}  // namespace
 
 bool is_bootstrap(const void* p) {
   return addr(p) >= addr(g_bootstrap) && addr(p) < addr(g_bootstrap) + kBootstrapBytes;
@@ -46,6 +52,7 @@ size_t bootstrap_size(const void* p) {
 }
 
 bool g_fork_heap = false;  // set in such a child only
+namespace {
 struct ForkHeapChunk {
   uintptr_t base = 0, end = 0;
 };
@@ -53,6 +60,8 @@ constexpr size_t kForkHeapChunks = 48;  // doubling sizes: far more than any add
 ForkHeapChunk g_fork_chunks[kForkHeapChunks];
 size_t g_fork_nchunks = 0;
 uintptr_t g_fork_next = 0;  // in the newest chunk
+}  // namespace
+Mutex g_fork_heap_lock;  // for the threads such a child may start
 
 void* fork_heap_alloc(size_t size, size_t align) {
   if (align < 16) align = 16;

@@ -1,9 +1,15 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
+// The inline malloc and free that the API layer calls: a thread-cache pop or
+// push, no lock; everything else leaves for core/alloc.cc or core/free.cc.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "core/alloc.h"
+#include "core/cache.h"
+#include "core/free.h"
+#include "core/state.h"
 
 namespace ductile::core {
 

@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The fork handlers (core/fork.h).
+#include "core/fork.h"
 
 #include "base/fork_gate.h"
+#include "core/cache.h"
+#include "core/collect.h"
+#include "core/fallback_heap.h"
 #include "core/prof.h"
 #include "core/stdio_fork.h"
 
@@ -27,8 +32,10 @@ namespace {
 // and allocates from a heap of its own (g_fork_heap): the inherited one has
 // the interrupted operation half done. Counted per thread: such forks nest
 // inside a fork of its own.
+// (t_forking: core/state.h.)
 __thread unsigned t_forks_taking_nothing __attribute__((tls_model("initial-exec"))) = 0;
 
+}  // namespace
 
 void prefork() noexcept {
   if (inside_allocator()) {

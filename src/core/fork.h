@@ -1,3 +1,7 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+// The fork handlers: what the parent holds across a fork, and what the child
+// re-creates.
+#pragma once
 
 namespace ductile::core {
 

@@ -1,5 +1,11 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Free past the inline path (core/free.h).
+#include "core/free.h"
 
+#include "core/alloc.h"
+#include "core/cache.h"
+#include "core/fallback_heap.h"
+#include "core/place.h"
 
 namespace ductile::core {
 
@@ -7,6 +13,7 @@ using chunk::Extent;
 using chunk::ExtentKind;
 using small::ThreadCache;
 
+namespace {
 
 // The sample goes with the block; the block goes straight back (a small
 // class's page run has no cache bin to go to).
@@ -69,6 +76,9 @@ void cache_push(void* p, Extent* e, bool cached) {
   cache_slot_in(b, p, cls, e);
 }
 
+}  // namespace
+
+void dealloc_extent(void* p, Extent* e, bool cached) {
   if (kProf && DUCTILE_UNLIKELY(e->sample != nullptr)) return dealloc_sampled(p, e);
   switch (e->kind) {
     case ExtentKind::kSlab:
@@ -112,6 +122,7 @@ size_t usable_of(const Extent* e) noexcept {
 // realloc says the same of the same pointers, in its own name.
 // Before the first block of ours (nothing is ours yet: the runtime is not
 // even set up) every pointer but a bootstrap one is foreign.
+[[noreturn]] DUCTILE_NOINLINE void bad_free(void* p, bool by_realloc) noexcept {
   const Extent* e = g_ready.load(std::memory_order_acquire) ? rt().chunks.lookup(p) : nullptr;
   const bool freed = e != nullptr && e->state != chunk::ExtentState::kActive && addr(p) >= e->base &&
                      addr(p) < e->end() && is_aligned(addr(p), kPage);
@@ -123,6 +134,9 @@ size_t usable_of(const Extent* e) noexcept {
 // not freed already: its freed mark (--enable-hardened; a second free that
 // the inline path takes is found at the block's hand-out instead, see
 // small::take_marked), or its slab's bitmap once it left the cache
+
+namespace {
+
 // (Bin::flush).
 void check_block(void* p, const Extent* e) noexcept {
   if (e->kind == ExtentKind::kSlab) {
@@ -143,6 +157,7 @@ void dealloc_impl(void* p, bool cached) {
   dealloc_extent(p, e, cached);
   wake_background_if_rung();
 }
+
 
 }  // namespace
 

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
+// Free past the inline path: whose block a pointer is (ownership), the checks
+// and their messages, sized free, and the free into the thread cache.
 #pragma once
 
 #include <cstddef>
 
+#include "core/state.h"
 
 namespace ductile::core {
 
@@ -26,5 +29,10 @@ size_t usable_of(const chunk::Extent* e) noexcept;
 // The usable size of a block of ours; 0 for anything else.
 size_t usable_size(const void* p) noexcept;
 
+// A pointer that is no block of ours (realloc: `by_realloc`): reports it and
+// ends the program.
+[[noreturn]] void bad_free(void* p, bool by_realloc = false) noexcept;
+// Frees p, a block of extent e (`cached` false: MALLOCX_TCACHE_NONE).
+void dealloc_extent(void* p, chunk::Extent* e, bool cached = true);
 
 }  // namespace ductile::core

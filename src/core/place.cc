@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Placement by size and the byte accounting of uncached paths (core/place.h).
+#include "core/place.h"
 
+#include "core/state.h"
 
 namespace ductile::core {
 

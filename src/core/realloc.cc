@@ -1,8 +1,15 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// realloc, rallocx and xallocx (core/realloc.h).
+#include "core/realloc.h"
 
 #include <cerrno>
 #include <cstring>
 
+#include "core/alloc.h"
+#include "core/fallback_heap.h"
+#include "core/fast_path.h"
+#include "core/free.h"
+#include "core/place.h"
 
 namespace ductile::core {
 

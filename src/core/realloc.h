@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
+// realloc, rallocx and xallocx: a block resized in place where it can be, or
+// moved through the growth chain (the huge layer's) or by a copy.
 #pragma once
 
 #include <cstddef>

@@ -1,14 +1,22 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Making the runtime on the first call, and stopping its threads at exit
+// (core/startup.h).
+#include "core/startup.h"
 
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/auxv.h>
 
 #include <cstring>
 #include <new>
 
+#include "core/cache.h"
+#include "core/collect.h"
+#include "core/fork.h"
 #include "core/prof.h"
+#include "core/state.h"
 #include "core/stats.h"
 
 namespace ductile::core {

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
+// Making the runtime: the Runtime's construction from the options, on the
+// first call into the allocator.
 #pragma once
 
+#include "os/kernel.h"
 
 namespace ductile::core {
 

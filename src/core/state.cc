@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The process's and the calling thread's state (core/state.h), and what the
+// Runtime answers of itself.
+#include "core/state.h"
 
 #include "base/fork_gate.h"
 
@@ -12,7 +15,9 @@ alignas(small::ThreadCache) unsigned char g_no_cache[sizeof(small::ThreadCache)]
 __thread small::ThreadCache* t_cache __attribute__((tls_model("initial-exec"))) =
     reinterpret_cast<small::ThreadCache*>(g_no_cache);
 
+Mutex g_init_lock;
 
+// ---- thread state (core/state.h) -------------------------------------
 __thread uint8_t t_state __attribute__((tls_model("initial-exec"))) = kNoCache;
 __thread bool t_initialising __attribute__((tls_model("initial-exec"))) = false;
 // This thread has made a free without a cache (see cache_for_free).
@@ -26,7 +31,9 @@ __thread bool t_cache_off __attribute__((tls_model("initial-exec"))) = false;
 // (a cache bin half flushed, its count not yet lowered).
 __thread unsigned t_calls __attribute__((tls_model("initial-exec"))) = 0;
 
+__thread bool t_forking __attribute__((tls_model("initial-exec"))) = false;
 
+bool inside_allocator() noexcept { return t_forking || t_calls != 0 || t_locks_held != 0 || ForkGate::inside(); }
 
 small::BinStats Runtime::class_stats(size_t cls) const noexcept {
   small::BinStats sum;

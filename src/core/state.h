@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
+// The core's bottom: the one process-wide Runtime holding every layer, and
+// the state of the process and of the calling thread that every core file reads.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 
+#include "base/lock.h"
 #include "chunk/chunk.h"
 #include "core/background.h"
 #include "core/options.h"
@@ -111,16 +114,80 @@ inline small::ThreadCache* own_cache() {
   return tc == no_cache() ? nullptr : tc;
 }
 
+// Serialises the runtime's creation (ensure_ready) and changes of run-time
+// options (options_lock); taken around fork.
+extern Mutex g_init_lock;
+
+// ---- thread state ------------------------------------------------------
+// kMakingCache: create_cache is under way on this thread. What it calls may
+// allocate and free (the C library's pthread_setspecific callocs a
+// second-level table for a key past the first 32): those calls go uncached
+// instead of making a cache again.
+enum ThreadState : uint8_t { kNoCache, kMakingCache, kHasCache, kExiting };
+extern __thread uint8_t t_state __attribute__((tls_model("initial-exec")));
+extern __thread bool t_initialising __attribute__((tls_model("initial-exec")));
+// This thread has made a free without a cache (see cache_for_free).
+extern __thread bool t_freed_uncached __attribute__((tls_model("initial-exec")));
+// thread.tcache.enabled was set false: this thread makes no cache.
+extern __thread bool t_cache_off __attribute__((tls_model("initial-exec")));
+
+// Calls into the allocator under way on this thread (InCall): a fork from
+// a signal handler that interrupted one of them must not trust the heap in
+// the child (see prefork), even where the call held no lock at that moment
+// (a cache bin half flushed, its count not yet lowered).
+extern __thread unsigned t_calls __attribute__((tls_model("initial-exec")));
+class InCall {
+ public:
+  InCall() noexcept {
+    t_calls++;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  }
+  ~InCall() {
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t_calls--;
+  }
+  InCall(const InCall&) = delete;
+  InCall& operator=(const InCall&) = delete;
+};
+
+// This thread runs the fork handlers (core/fork.cc).
+extern __thread bool t_forking __attribute__((tls_model("initial-exec")));
+
+// Inside the allocator: in one of its calls (InCall), holding one of its
+// locks, inside the fork gate, or in the fork handlers.
+bool inside_allocator() noexcept;
 // Whether the calling thread is inside the allocator now (one of its calls
 // under way, one of its locks held, a fork's handlers running): what a
 // signal handler may do depends on it.
 bool inside_allocator_now() noexcept;
 
+// Enough memory awaits decay and the background thread sleeps (or was never
+// started): wake it here, where this thread holds no lock.
+DUCTILE_ALWAYS_INLINE void wake_background_if_rung() {
+  if (DUCTILE_UNLIKELY(rt().chunks.take_signal())) rt().background.wake();
 }
 
+// The background thread is made by the call that first rings the doorbell,
+// and making a thread allocates (pthread_create callocs the new thread's TLS
+// vector). Made by a free, after the block went back, those allocations
+// could take the block's own memory (a huge block's span became a slab
+// region), and a second free of the block was then taken for the free of a
+// slab object. So a free that hands `bytes` of a block straight to the chunk
+// or huge layer makes the thread first, where they would ring the doorbell.
+// Costs one relaxed load once the thread exists.
+inline void make_background_before(size_t bytes) {
+  if (DUCTILE_UNLIKELY(rt().background.unstarted()) && rt().chunks.would_ring(bytes)) rt().background.wake();
 }
 
+// A slab region proved busy and asked for the prefault helper: start it here,
+// where this thread holds no lock (creating a thread allocates).
+DUCTILE_ALWAYS_INLINE void start_helper_if_asked() {
+  if (DUCTILE_UNLIKELY(rt().prefault.start_pending())) (void)rt().prefault.start();
 }
 
+// A bounded decay step when one is due, from the slow paths of any class
+// (where this thread holds no lock): idle classes' empty slabs go too, also
+// without a background thread.
+DUCTILE_ALWAYS_INLINE void decay_from_calls() { rt().decay.tick(); }
 
 }  // namespace ductile::core
