@@ -28,6 +28,10 @@ libductile_core_la_SOURCES = \
 	src/chunk/extent_set.cc \
 	src/chunk/chunk.h \
 	src/chunk/chunk.cc \
+	src/chunk/carve.cc \
+	src/chunk/resize.cc \
+	src/chunk/lend.cc \
+	src/chunk/decay.cc \
 	src/chunk/clock.h \
 	src/huge/huge.h \
 	src/huge/huge.cc \
@@ -47,8 +51,30 @@ libductile_core_la_SOURCES = \
 	src/core/options.cc \
 	src/core/prof.h \
 	src/core/prof.cc \
+	src/core/state.h \
+	src/core/state.cc \
+	src/core/fallback_heap.h \
+	src/core/fallback_heap.cc \
+	src/core/place.h \
+	src/core/place.cc \
+	src/core/cache.h \
+	src/core/cache.cc \
+	src/core/collect.h \
+	src/core/collect.cc \
+	src/core/fork.h \
+	src/core/fork.cc \
+	src/core/startup.h \
+	src/core/startup.cc \
+	src/core/alloc.h \
+	src/core/alloc.cc \
+	src/core/free.h \
+	src/core/free.cc \
+	src/core/fast_path.h \
+	src/core/realloc.h \
+	src/core/realloc.cc \
+	src/core/control.h \
+	src/core/control.cc \
 	src/core/runtime.h \
-	src/core/runtime.cc \
 	src/core/stdio_fork.h \
 	src/api/malloc.cc \
 	src/api/version.cc

@@ -101,6 +101,9 @@ struct ChunkStats {
   uint64_t map_released = 0;    // bytes of such pages given back (PageMap::release_idle)
 };
 
+// A size the layer takes: not 0, and whole pages.
+inline bool valid_size(size_t size) { return size != 0 && is_aligned(size, kPage); }
+
 class ChunkLayer {
  public:
   ChunkLayer(os::Os& os, Clock& clock, const Options& options = Options()) noexcept;

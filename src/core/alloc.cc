@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: BSD-2-Clause
+// Allocation past the inline path (core/alloc.h).
+#include "core/alloc.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/cache.h"
+#include "core/fallback_heap.h"
+#include "core/startup.h"
+
+namespace ductile::core {
+
+using chunk::Extent;
+using chunk::ExtentKind;
+using small::ThreadCache;
+
+void* medium_from_chunks(size_t cls, size_t align, bool zero, bool tagged, chunk::Space space) {
+  size_t size = small::class_size(cls);
+  chunk::Allocation a = rt().chunks.alloc(align_up(size, kPage), align < kPage ? kPage : align, SIZE_MAX, space);
+  if (a.extent == nullptr) return nullptr;
+  Extent* e = a.extent;
+  e->kind = ExtentKind::kMedium;
+  e->cached = 0;
+  e->purging = 0;
+  // Medium blocks end up in thread caches, which the background thread
+  // collects (collect_cached_medium): their bytes ring its doorbell.
+  rt().chunks.note_retained(e->size);
+  e->size_class = static_cast<uint16_t>(cls);
+  e->usable = size;
+  if (tagged) rt().chunks.tag_first_page(e, small::free_tag(cls));
+  if (zero && !a.zeroed) std::memset(ptr(e->base), 0, size);
+  else if (kHardened && !a.zeroed) small::mark_word(ptr(e->base)) = 0;  // a freed mark left there
+  return ptr(e->base);
+}
+
+namespace {
+
+// `cached`: through the thread cache (false: MALLOCX_TCACHE_NONE, straight
+// from the bin or the chunk layer).
+void* alloc_class(size_t cls, bool zero, bool cached) {
+  ThreadCache* tc = cached ? cache() : nullptr;
+  if (tc) {
+    small::CacheBin& b = tc->bins[cls];
+    if (b.count == 0 && small::is_small_class(cls)) {
+      b.count = static_cast<uint32_t>(
+          rt().bins[tc->bin_set][cls].fill(b.items, small::cache_cap(cls) > 1 ? small::cache_cap(cls) / 2 : 1));
+      start_helper_if_asked();
+      decay_from_calls();
+    }
+    if (b.count != 0) {
+      if (kStats || kProf) tc->allocated += small::class_size(cls);
+      void* p = small::is_small_class(cls) ? cache_slot_out<false>(b) : cache_slot_out<true>(b);
+      if (zero) std::memset(p, 0, small::class_size(cls));
+      return p;
+    }
+    if (small::is_small_class(cls)) return nullptr;  // the bin could not fill
+  } else if (small::is_small_class(cls)) {
+    void* p = nullptr;
+    ThreadCache* own = own_cache();
+    if (rt().bins[own ? own->bin_set : 0][cls].fill(&p, 1) == 0) return nullptr;
+    start_helper_if_asked();
+    count_bytes(small::class_size(cls), 0);
+    if (kHardened) small::take_marked(p);
+    if (zero) std::memset(p, 0, small::class_size(cls));
+    return p;
+  }
+  void* p = medium_from_chunks(cls, kPage, zero);
+  if (p) count_bytes(small::class_size(cls), 0);
+  return p;
+}
+
+// ---- sampled blocks (core/prof.h) --------------------------------------
+// The sampling clock of a thread without a cache (tcache:false, exiting).
+__thread uint64_t t_prof_allocated __attribute__((tls_model("initial-exec"))) = 0;
+__thread uint64_t t_prof_at __attribute__((tls_model("initial-exec"))) = 0;
+__thread uint64_t t_prof_rng __attribute__((tls_model("initial-exec"))) = 0;
+
+// Whether this allocation of `usable` bytes is to be sampled. The clock of
+// a thread cache counts its bytes where the block is handed out.
+bool sample_due(size_t usable) {
+  if (ThreadCache* tc = own_cache()) return prof::due({&tc->allocated, &tc->prof_at, &tc->prof_rng}, usable, false);
+  return prof::due({&t_prof_allocated, &t_prof_at, &t_prof_rng}, usable, true);
+}
+
+// A sampled block: of its own (a page run below the huge threshold, with no
+// page-map tag), its extent holding the sample. nullptr when no sample
+// could be taken or no block had: the caller serves the request as usual.
+void* alloc_sampled(size_t size, size_t align, bool zero, bool growing, const Placement& at) {
+  prof::Sample* s = prof::record(at.usable);
+  if (s == nullptr) return nullptr;
+  void* p = at.kind == Placement::kHuge ? rt().huge.alloc(size, align, zero, growing)
+                                        : medium_from_chunks(at.cls, align, zero, false);
+  if (p == nullptr) {
+    prof::release(s);
+    return nullptr;
+  }
+  rt().chunks.lookup(p)->sample = s;
+  count_bytes(at.usable, 0);
+  return p;
+}
+
+// Whether a growing medium block of `usable` bytes goes to the dense space
+// (Runtime::growing_medium): where there is one, once kPlainGrowth bytes of
+// them have been made in plain space.
+bool dense_for_growth(size_t usable) {
+  Runtime& r = rt();
+  if (r.growing_medium == chunk::Space::kPlain) return false;
+  if (r.plain_growth.load(std::memory_order_relaxed) >= Runtime::kPlainGrowth) return true;
+  r.plain_growth.fetch_add(usable, std::memory_order_relaxed);
+  return false;
+}
+
+}  // namespace
+
+void* alloc_impl(size_t size, size_t align, bool zero, bool cached, bool growing) {
+  if (DUCTILE_UNLIKELY(!ensure_ready())) {
+    void* p = bootstrap_alloc(size, align);  // zeroed: static storage, never reused
+    return p;
+  }
+  if (DUCTILE_UNLIKELY(g_fork_heap)) return fork_heap_alloc(size, align);
+  if (DUCTILE_UNLIKELY(size > static_cast<size_t>(PTRDIFF_MAX))) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  const InCall in_call;
+  void* p;
+  const Placement at = place(size, align);
+  if (kProf && DUCTILE_UNLIKELY(sample_due(at.usable)) &&
+      (p = alloc_sampled(size, align, zero, growing, at)) != nullptr) {
+    wake_background_if_rung();
+    return p;
+  }
+  if (at.kind == Placement::kHuge) {
+    p = rt().huge.alloc(size, align, zero, growing);
+    if (p) count_bytes(at.usable, 0);
+  } else if (at.kind == Placement::kAlignedMedium) {
+    p = medium_from_chunks(at.cls, align, zero);
+    if (p) count_bytes(at.usable, 0);
+  } else if (growing && !small::is_small_class(at.cls) && dense_for_growth(at.usable)) {
+    p = medium_from_chunks(at.cls, kPage, zero, true, rt().growing_medium);
+    if (p) count_bytes(at.usable, 0);
+  } else {
+    p = alloc_class(at.cls, zero, cached);
+  }
+  if (DUCTILE_UNLIKELY(p == nullptr)) errno = ENOMEM;
+  wake_background_if_rung();
+  return p;
+}
+
+void* alloc_slow(size_t size) noexcept { return alloc_impl(size, 0, false); }
+
+void* alloc_aligned(size_t size, size_t align, bool zero) noexcept {
+  if (!is_pow2(align)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  void* p = alloc_impl(size, align, zero);
+  DUCTILE_ASSERT(p == nullptr || is_aligned(addr(p), align));
+  return p;
+}
+
+size_t usable_size_for(size_t size, size_t align) noexcept {
+  if (!ensure_ready() || size > static_cast<size_t>(PTRDIFF_MAX) || !is_pow2(align)) return 0;
+  return place(size, align).usable;
+}
+
+void* alloc_aligned_uncached(size_t size, size_t align, bool zero) noexcept {
+  if (!is_pow2(align)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return alloc_impl(size, align, zero, false);
+}
+
+}  // namespace ductile::core

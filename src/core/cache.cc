@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: BSD-2-Clause
+// Thread caches: their life cycle and the flushes that give blocks back
+// (core/cache.h).
+#include "core/cache.h"
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <cstring>
+#include <new>
+
+#include "core/fallback_heap.h"
+#include "core/prof.h"
+
+namespace ductile::core {
+
+using chunk::Extent;
+using chunk::ExtentKind;
+using small::ThreadCache;
+
+pthread_key_t g_cache_key;
+Mutex g_caches_lock;
+ThreadCache* g_live_caches = nullptr;
+ThreadCache* g_free_caches = nullptr;
+
+ThreadCache* create_cache() {
+  // hardened:true without --enable-hardened: no caches, so that every call
+  // reaches the checks without a test on the inline paths.
+  if (t_state != kNoCache || t_cache_off || !rt().opts.tcache || (g_hardened && !kHardened) || g_fork_heap)
+    return nullptr;
+  t_state = kMakingCache;
+  ThreadCache* tc;
+  {
+    LockGuard g(g_caches_lock);
+    tc = g_free_caches;
+    if (tc) g_free_caches = tc->next;
+  }
+  if (tc == nullptr) {
+    void* mem = rt().chunks.meta().alloc(sizeof(ThreadCache), kPage);
+    if (mem == nullptr) {
+      t_state = kNoCache;
+      return nullptr;
+    }
+    tc = new (mem) ThreadCache();
+  }
+  tc->init();
+  {
+    static std::atomic<uint32_t> next_set{0};
+    tc->bin_set = next_set.fetch_add(1, std::memory_order_relaxed) % static_cast<uint32_t>(rt().nbinsets);
+  }
+  {
+    LockGuard g(g_caches_lock);
+    tc->prev = nullptr;
+    tc->next = g_live_caches;
+    if (g_live_caches) g_live_caches->prev = tc;
+    g_live_caches = tc;
+  }
+  if (kProf) tc->prof_at = prof::initial_at();
+  // Registers the destructor that gives the cache back at thread exit. It
+  // may allocate (see kMakingCache), so the cache is not this thread's yet.
+  if (pthread_setspecific(g_cache_key, tc) != 0) {
+    // No destructor would give it back: this thread goes uncached.
+    LockGuard g(g_caches_lock);
+    unlink_cache(tc);
+    t_state = kNoCache;
+    return nullptr;
+  }
+  t_cache = tc;
+  t_state = kHasCache;
+  return tc;
+}
+
+// Returns the first n blocks of a cache bin (its slots: items) to where
+// they came from.
+void flush_objects(size_t cls, void** items, size_t n) {
+  if (small::is_small_class(cls)) {
+    small::Bin::flush_to_owners(rt().chunks, items, n);
+    return;
+  }
+  make_background_before(n * small::class_size(cls));
+  for (size_t i = 0; i < n; i++) {
+    Extent* e = static_cast<Extent*>(items[2 * i + 1]);  // beside its address (thread_cache.h)
+    if (kHardened) {
+      if (e->state != chunk::ExtentState::kActive || e->kind != ExtentKind::kMedium)
+        fatal_pointer("free(): double free detected", ptr(e->base));
+      small::take_marked(ptr(e->base));
+    }
+    medium_take(e);
+    rt().chunks.free(e);  // dirty, for the next user or for decay
+  }
+}
+
+// A full cache bin gives back its older half.
+void flush_half(ThreadCache* tc, size_t cls) {
+  small::CacheBin& b = tc->bins[cls];
+  const size_t cap = small::cache_cap(cls);
+  size_t n = cap > 1 ? cap / 2 : 1;
+  flush_objects(cls, b.items, n);
+  const size_t slots = small::detail::slots_per_block(cls);
+  std::memmove(b.items, b.items + n * slots, (b.count - n) * slots * sizeof(void*));
+  b.count = static_cast<uint32_t>(b.count - n);
+}
+
+void flush_all(ThreadCache* tc) {
+  for (size_t c = 0; c < small::kNumClasses; c++) {
+    small::CacheBin& b = tc->bins[c];
+    if (b.count) flush_objects(c, b.items, b.count);
+    b.count = 0;
+  }
+}
+
+void retire_cache(ThreadCache* tc) {
+  flush_all(tc);
+  LockGuard g(g_caches_lock);
+  unlink_cache(tc);
+}
+
+// Moves a cache from the live list to the free pool (g_caches_lock held).
+void unlink_cache(ThreadCache* tc) {
+  if (tc->prev) tc->prev->next = tc->next;
+  else g_live_caches = tc->next;
+  if (tc->next) tc->next->prev = tc->prev;
+  tc->prev = nullptr;
+  tc->next = g_free_caches;
+  g_free_caches = tc;
+}
+
+void thread_exit(void* arg) noexcept {
+  if (g_fork_heap) return;  // its cache is the parent's, half used: left as it is
+  const InCall in_call;
+  auto* tc = static_cast<ThreadCache*>(arg);
+  t_cache = no_cache();
+  t_state = kExiting;  // frees from later destructors go straight to the bins
+  // Its cached blocks go back dirty, and the slabs it emptied stay in their
+  // bins: a thread's exit is no sign that the process is done with the
+  // memory (the next thread usually wants it at once), so decay returns it
+  // on its usual schedule, and the doorbell wakes the background thread when
+  // what is retained reaches its mark. (Purging here made each of a stream
+  // of short-lived threads fault in again what the one before gave back.)
+  retire_cache(tc);
+  wake_background_if_rung();
+}
+
+void medium_taken_slow(Extent* e, uint8_t was) noexcept {
+  // A purge under way: it ends soon (one madvise or process_madvise).
+  for (int spins = 0; __atomic_load_n(&e->purging, __ATOMIC_ACQUIRE) != 0; spins++)
+    if (spins > 64) sched_yield();
+  // Its pages were purged while it lay in the cache, and its owner is busy
+  // again: its doorbell rings, so that the background thread watches the
+  // caches again (it sleeps once every cached block is purged).
+  if (was == kCachedPurged) rt().chunks.note_retained(e->size);
+}
+
+void decay_event(small::ThreadCache* tc) noexcept {
+  const InCall in_call;
+  static_assert(small::ThreadCache::kDecayEvent == small::Decay::kEvent);
+  tc->decay_countdown = rt().decay.look();
+}
+
+}  // namespace ductile::core

@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+// Thread caches: making one, flushing it, giving it back at thread exit;
+// the layout of a cache bin's slots and the mark of a cached medium block.
+#pragma once
+
+#include <pthread.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/state.h"
+
+namespace ductile::core {
+
+extern Mutex g_caches_lock;
+extern pthread_key_t g_cache_key;
+extern small::ThreadCache* g_live_caches;  // g_caches_lock
+
+// Makes the calling thread's cache; nullptr where it cannot have one (see
+// ThreadState, tcache:false, hardened:true alone, a forked child's own heap).
+small::ThreadCache* create_cache();
+// The calling thread's cache, made now if it has none yet.
+DUCTILE_ALWAYS_INLINE small::ThreadCache* cache() {
+  small::ThreadCache* tc = t_cache;
+  return DUCTILE_LIKELY(tc != no_cache()) ? tc : create_cache();
+}
+
+// Returns the first n blocks of a cache bin (its slots: items) to where
+// they came from.
+void flush_objects(size_t cls, void** items, size_t n);
+// A full cache bin gives back its older half.
+void flush_half(small::ThreadCache* tc, size_t cls);
+void flush_all(small::ThreadCache* tc);
+void retire_cache(small::ThreadCache* tc);
+// Moves a cache from the live list to the free pool (g_caches_lock held).
+void unlink_cache(small::ThreadCache* tc);
+void thread_exit(void* arg) noexcept;
+// A thread's countdown of cached frees ran out: a decay step if one is due.
+void decay_event(small::ThreadCache* tc) noexcept;
+
+// Extent::cached for a medium block in a thread cache: kCachedFresh when a
+// cache takes it, then one step older at each collection step of the idle
+// caches (collect_cached_medium) that finds it still there; at
+// kCachedPurgeAt its pages are purged where it lies, and it is kCachedPurged.
+inline constexpr uint8_t kCachedFresh = 1;
+inline constexpr uint8_t kCachedPurgeAt = 5;
+inline constexpr uint8_t kCachedPurged = 6;
+
+// A cache takes the medium block of extent e; false if a cache holds it
+// already (a double free). Only the collector writes the mark meanwhile,
+// and only a non-zero one.
+DUCTILE_ALWAYS_INLINE bool medium_put(chunk::Extent* e) noexcept {
+  if (__atomic_load_n(&e->cached, __ATOMIC_RELAXED) != 0) return false;
+  __atomic_store_n(&e->cached, kCachedFresh, __ATOMIC_RELAXED);
+  return true;
+}
+
+// The medium block leaves its cache: after waiting for a purge of its pages
+// under way (the collector's side: see collect_cached_medium), or noting
+// that its pages had been purged.
+void medium_taken_slow(chunk::Extent* e, uint8_t was) noexcept;
+// The block of extent e leaves its thread cache (handed out or given back).
+// The handshake with the collector, which purges a cached block's pages
+// while it lies there: this side clears the mark, then (a compiler barrier
+// only: the collector's membarrier fences this thread) reads `purging`.
+DUCTILE_ALWAYS_INLINE void medium_take(chunk::Extent* e) noexcept {
+  const uint8_t was = __atomic_load_n(&e->cached, __ATOMIC_RELAXED);
+  __atomic_store_n(&e->cached, 0, __ATOMIC_RELAXED);
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  if (DUCTILE_UNLIKELY(__atomic_load_n(&e->purging, __ATOMIC_RELAXED) != 0 || was == kCachedPurged))
+    medium_taken_slow(e, was);
+}
+
+// Takes the newest block out of the thread cache's bin b (not empty), of a
+// medium class or a small one: a medium block leaves the cache (its
+// extent's `cached` mark goes); kHardened checks and clears the freed mark.
+template <bool medium>
+DUCTILE_ALWAYS_INLINE void* cache_slot_out(small::CacheBin& b) noexcept {
+  const uint32_t i = --b.count;
+  void* p;
+  if (medium) {
+    // A medium block's address and extent, side by side (thread_cache.h).
+    p = small::medium_block(b, i);
+    medium_take(static_cast<chunk::Extent*>(small::medium_block_extent(b, i)));
+  } else {
+    p = b.items[i];
+  }
+  if (kHardened) small::take_marked(p);
+  return p;
+}
+
+// Puts p, of class cls, into the thread cache's bin b, which has room: a
+// medium block (extent e) with its extent beside it.
+DUCTILE_ALWAYS_INLINE void cache_slot_in(small::CacheBin& b, void* p, size_t cls, chunk::Extent* e) noexcept {
+  if (small::is_small_class(cls)) {
+    b.items[b.count++] = p;
+  } else {
+    small::medium_block(b, b.count) = p;
+    small::medium_block_extent(b, b.count) = e;
+    b.count++;
+  }
+}
+
+}  // namespace ductile::core

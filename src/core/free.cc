@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: BSD-2-Clause
+// Free past the inline path (core/free.h).
+#include "core/free.h"
+
+#include "core/alloc.h"
+#include "core/cache.h"
+#include "core/fallback_heap.h"
+#include "core/place.h"
+
+namespace ductile::core {
+
+using chunk::Extent;
+using chunk::ExtentKind;
+using small::ThreadCache;
+
+namespace {
+
+// The sample goes with the block; the block goes straight back (a small
+// class's page run has no cache bin to go to).
+void dealloc_sampled(void* p, Extent* e) {
+  if (DUCTILE_UNLIKELY(addr(p) != e->base)) return;  // not a block start: not ours to free
+  prof::release(sample_of(e));
+  e->sample = nullptr;
+  count_bytes(0, e->usable);
+  make_background_before(e->size);
+  if (e->kind == ExtentKind::kHuge) rt().huge.free(e);
+  else rt().chunks.free(e);
+}
+
+// The cache a free goes to. A thread's first free, made before it has a
+// cache, goes straight back to the bin instead (nullptr): a thread that starts
+// by freeing a block another thread allocated -- a neighbour of that thread's
+// blocks -- then does not get it back from its next malloc (passive false
+// sharing, the cache-scratch workload). Its second free, or first malloc,
+// makes the cache, so a thread that only frees still frees through one.
+ThreadCache* cache_for_free() {
+  ThreadCache* tc = t_cache;
+  if (DUCTILE_LIKELY(tc != no_cache())) return tc;
+  if (t_state == kNoCache && !t_freed_uncached) {
+    t_freed_uncached = true;
+    return nullptr;
+  }
+  return create_cache();
+}
+
+// A freed small or medium block goes into the calling thread's cache (a full
+// cache bin first gives back its older half); without a cache, straight back.
+// `cached` false (MALLOCX_TCACHE_NONE): straight back in any case.
+void cache_push(void* p, Extent* e, bool cached) {
+  size_t cls = e->size_class;
+  // A medium block in a thread cache (this one's or another thread's) is
+  // free already: found here in every mode, before it could be handed out
+  // twice (its extent is at hand).
+  if (!small::is_small_class(cls) && __atomic_load_n(&e->cached, __ATOMIC_RELAXED) != 0)
+    fatal_pointer("free(): double free detected", p);
+  // Into a cache or straight into a bin, it is freed (small::take_marked).
+  if (kHardened) small::mark_freed(p);
+  ThreadCache* tc = cached ? cache_for_free() : nullptr;
+  if (tc == nullptr) {
+    count_bytes(0, small::class_size(cls));
+    if (small::is_small_class(cls)) {
+      small::Bin::flush_to_owners(rt().chunks, &p, 1);
+    } else {
+      make_background_before(e->size);
+      rt().chunks.free(e);
+    }
+    return;
+  }
+  if (!small::is_small_class(cls)) (void)medium_put(e);
+  small::CacheBin& b = tc->bins[cls];
+  if (b.count >= b.limit) {
+    flush_half(tc, cls);
+    decay_from_calls();
+  }
+  if (kStats) tc->deallocated += small::class_size(cls);
+  cache_slot_in(b, p, cls, e);
+}
+
+}  // namespace
+
+void dealloc_extent(void* p, Extent* e, bool cached) {
+  if (kProf && DUCTILE_UNLIKELY(e->sample != nullptr)) return dealloc_sampled(p, e);
+  switch (e->kind) {
+    case ExtentKind::kSlab:
+      cache_push(p, e, cached);
+      return;
+    case ExtentKind::kMedium:
+      if (DUCTILE_UNLIKELY(addr(p) != e->base)) return;  // not a block start: not ours to free
+      cache_push(p, e, cached);
+      return;
+    case ExtentKind::kHuge:
+      if (DUCTILE_UNLIKELY(addr(p) != e->base)) return;
+      if (kStats)
+        if (ThreadCache* tc = own_cache()) tc->deallocated += e->usable;
+      make_background_before(e->size);
+      rt().huge.free(e);
+      return;
+    case ExtentKind::kNone:
+      return;
+  }
+}
+
+Extent* owner_of(const void* p) noexcept {
+  if (!g_ready.load(std::memory_order_acquire)) return nullptr;
+  Extent* e = rt().chunks.lookup(p);
+  if (e == nullptr || e->state != chunk::ExtentState::kActive || e->kind == ExtentKind::kNone ||
+      addr(p) < e->base || addr(p) >= e->end())
+    return nullptr;
+  return e;
+}
+
+size_t usable_of(const Extent* e) noexcept {
+  return e->kind == ExtentKind::kSlab ? small::class_size(e->size_class) : e->usable;
+}
+
+
+// A pointer that is no block of ours. Every mode reports what it can see
+// without more loads than the slow path makes anyway: a pointer into no
+// extent of ours, or one off the 8-byte grid (glibc's "free(): invalid
+// pointer"), and one into free space -- a huge or medium block freed
+// already ("double free"). Freeing it anyway would corrupt the heap.
+// realloc says the same of the same pointers, in its own name.
+// Before the first block of ours (nothing is ours yet: the runtime is not
+// even set up) every pointer but a bootstrap one is foreign.
+[[noreturn]] DUCTILE_NOINLINE void bad_free(void* p, bool by_realloc) noexcept {
+  const Extent* e = g_ready.load(std::memory_order_acquire) ? rt().chunks.lookup(p) : nullptr;
+  const bool freed = e != nullptr && e->state != chunk::ExtentState::kActive && addr(p) >= e->base &&
+                     addr(p) < e->end() && is_aligned(addr(p), kPage);
+  if (by_realloc) fatal_pointer(freed ? "realloc(): block freed already" : "realloc(): invalid pointer", p);
+  fatal_pointer(freed ? "free(): double free detected" : "free(): invalid pointer", p);
+}
+
+// Hardened mode: p, inside active extent e, must be a block's start and
+// not freed already: its freed mark (--enable-hardened; a second free that
+// the inline path takes is found at the block's hand-out instead, see
+// small::take_marked), or its slab's bitmap once it left the cache
+
+namespace {
+
+// (Bin::flush).
+void check_block(void* p, const Extent* e) noexcept {
+  if (e->kind == ExtentKind::kSlab) {
+    if ((addr(p) - e->base) % small::class_size(e->size_class) != 0) fatal_pointer("free(): invalid pointer", p);
+  } else if (addr(p) != e->base) {
+    fatal_pointer("free(): invalid pointer", p);
+  }
+  if (kHardened && e->kind != ExtentKind::kHuge && small::is_marked(p))
+    fatal_pointer("free(): double free detected", p);
+}
+
+void dealloc_impl(void* p, bool cached) {
+  if (p == nullptr || is_bootstrap(p) || g_fork_heap) return;
+  const InCall in_call;
+  Extent* e = owner_of(p);
+  if (DUCTILE_UNLIKELY(e == nullptr || (addr(p) & 7) != 0)) bad_free(p);
+  if (g_hardened) check_block(p, e);
+  dealloc_extent(p, e, cached);
+  wake_background_if_rung();
+}
+
+
+}  // namespace
+
+void dealloc_slow(void* p) noexcept { dealloc_impl(p, true); }
+
+void dealloc_sized_slow(void* p, size_t size, size_t align) noexcept {
+  check_sized_free(p, size, align);
+  dealloc_impl(p, true);
+}
+
+void check_sized_free(void* p, size_t size, size_t align) noexcept {
+  if (p != nullptr && !is_bootstrap(p)) {
+    // The size must be one the block could have been allocated with: a
+    // request of that size and alignment gets a block of this class, or
+    // this usable size; or (a larger block that realloc left in place when
+    // it shrank) at most its usable size and more than half of it.
+    const Extent* e = owner_of(p);
+    if (e != nullptr && (addr(p) & 7) == 0) {
+      check_block(p, e);
+      const size_t usable = usable_of(e);
+      const Placement at = place(size, align);
+      const bool fits = e->kind == ExtentKind::kSlab
+                            ? at.kind == Placement::kClass && at.cls == e->size_class
+                            : at.usable == usable || (size <= usable && size > usable / 2 - kPage);
+      if (!fits) fatal_pointer("free_sized(): wrong size for block", p);
+    }
+  }
+}
+
+size_t usable_size(const void* p) noexcept {
+  if (p == nullptr) return 0;
+  if (is_bootstrap(p)) return bootstrap_size(p);
+  if (g_fork_heap)
+    if (size_t s = fork_heap_size(p)) return s;
+  Extent* e = owner_of(p);
+  return e ? usable_of(e) : 0;
+}
+
+void dealloc_uncached(void* p) noexcept { dealloc_impl(p, false); }
+
+}  // namespace ductile::core

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+// Free past the inline path: whose block a pointer is (ownership), the checks
+// and their messages, sized free, and the free into the thread cache.
+#pragma once
+
+#include <cstddef>
+
+#include "core/state.h"
+
+namespace ductile::core {
+
+void dealloc_slow(void* p) noexcept;
+// Hardened mode, before a free that says the size (and alignment, 0 for
+// none) the block was allocated with (sdallocx, free_sized, sized operator
+// delete): a size it cannot have been allocated with ends the program.
+// Without hardened mode the size is neither needed nor trusted.
+void check_sized_free(void* p, size_t size, size_t align) noexcept;
+DUCTILE_ALWAYS_INLINE void check_size(void* p, size_t size, size_t align = 0) noexcept {
+  if (DUCTILE_UNLIKELY(g_hardened)) check_sized_free(p, size, align);
+}
+// check_sized_free, then dealloc_slow: the one call that a hardened
+// build's inline sized free leaves by, so that it needs no stack frame.
+void dealloc_sized_slow(void* p, size_t size, size_t align) noexcept;
+void dealloc_uncached(void* p) noexcept;
+// The active extent of ours that holds p (a block's extent), or nullptr.
+chunk::Extent* owner_of(const void* p) noexcept;
+// The usable size of the block whose extent is e.
+size_t usable_of(const chunk::Extent* e) noexcept;
+// The usable size of a block of ours; 0 for anything else.
+size_t usable_size(const void* p) noexcept;
+
+// A pointer that is no block of ours (realloc: `by_realloc`): reports it and
+// ends the program.
+[[noreturn]] void bad_free(void* p, bool by_realloc = false) noexcept;
+// Frees p, a block of extent e (`cached` false: MALLOCX_TCACHE_NONE).
+void dealloc_extent(void* p, chunk::Extent* e, bool cached = true);
+
+}  // namespace ductile::core

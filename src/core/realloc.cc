@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: BSD-2-Clause
+// realloc, rallocx and xallocx (core/realloc.h).
+#include "core/realloc.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/alloc.h"
+#include "core/fallback_heap.h"
+#include "core/fast_path.h"
+#include "core/free.h"
+#include "core/place.h"
+
+namespace ductile::core {
+
+using chunk::Extent;
+using chunk::ExtentKind;
+
+size_t resize_in_place(void* p, size_t size, bool zero) noexcept {
+  if (g_fork_heap) return usable_size(p);
+  const InCall in_call;
+  Extent* e = owner_of(p);
+  if (e == nullptr) return 0;
+  size_t old = usable_of(e);
+  if (e->kind == ExtentKind::kHuge && size >= huge_threshold()) {
+    size_t now = rt().huge.resize_in_place(e, size, zero);
+    if (now != old) {
+      count_bytes(now, old);
+      if (kProf && e->sample != nullptr) prof::resize(sample_of(e), now);
+    }
+    return now;
+  }
+  if (e->kind == ExtentKind::kMedium && size < huge_threshold() && size > small::kMaxSmall) {
+    size_t cls = small::class_of(size);
+    size_t want = small::class_size(cls);
+    if (want > e->size) {
+      chunk::GrowResult g = rt().chunks.grow(e, want, false);
+      if (g.path == chunk::GrowPath::kRefused) return old;
+      if (zero && !g.zeroed) std::memset(ptr(e->base + old), 0, want - old);
+    } else if (want < e->size && !rt().chunks.shrink(e, want)) {
+      return old;
+    }
+    e->size_class = static_cast<uint16_t>(cls);
+    e->usable = want;
+    if (kProf && e->sample != nullptr) prof::resize(sample_of(e), want);  // and stays untagged
+    else rt().chunks.tag_first_page(e, small::free_tag(cls));  // grow and shrink cleared it
+    count_bytes(want, old);
+    return want;
+  }
+  return old;  // small blocks, and moves between ranges, cannot be done in place
+}
+
+namespace {
+
+// Whether realloc grows the medium block e to `size` as a huge block, below
+// the huge threshold: where e is in the dense space (a buffer grown from
+// small sizes, in a process past the first MiB of such) and `size` is at
+// least half the threshold. Its span's headroom then takes the next
+// doublings in place, and the copy at the threshold goes: half of what such
+// a buffer copied on its way up (1 MiB of 2). The cost, where it stops
+// growing there: its huge page, up to 1 MiB more resident than the block.
+// `old` is e's usable size.
+bool grows_huge(const Extent* e, size_t old, size_t size) {
+  if (e->kind != ExtentKind::kMedium || e->space == chunk::Space::kPlain) return false;
+  const size_t threshold = huge_threshold();
+  return size > old && size >= threshold / 2 && size < threshold;
+}
+
+// Whether the medium block e (usable size `old`), grown to `size` aligned
+// to `align`, becomes a huge block that may take over its pages rather than
+// a copy of them (huge: alloc_from, which moves them onto a clean span): a
+// block of half a huge page or more in plain space (an untouched 1 MiB
+// block copied into its new block's huge page made 2 MiB resident for
+// nothing). Below half a huge page the copy is small, and the moved pages
+// would leave most of the huge page the block starts in to 4 KiB faults; a
+// dense block (grows_huge) was written as it grew, and lies in huge pages
+// that moving part of one would split. A sampled block keeps its own path.
+bool brings_pages(const Extent* e, size_t old, size_t size, size_t align) {
+  if (e->kind != ExtentKind::kMedium || e->space != chunk::Space::kPlain || e->size < kHugePage / 2) return false;
+  if (kProf && e->sample != nullptr) return false;
+  return size > old && align <= kHugePage && place(size, align).kind == Placement::kHuge;
+}
+
+// realloc (`exact` false) and rallocx (`exact` true, where the block is left
+// with exactly the usable size nallocx(size, flags) answers: a shrinking
+// medium block shrinks in place or moves, as in jemalloc).
+void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact, bool cached) {
+  if (align != 0 && !is_pow2(align)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (p == nullptr) return alloc_impl(size, align, zero, cached);
+  if (DUCTILE_UNLIKELY(size > static_cast<size_t>(PTRDIFF_MAX))) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (DUCTILE_UNLIKELY(g_fork_heap)) {
+    const size_t old = usable_size(p);
+    void* q = fork_heap_alloc(size, align);
+    if (q != nullptr) std::memcpy(q, p, old < size ? old : size);
+    return q;  // the old block stays where it is
+  }
+  const InCall in_call;
+  // Off the 8-byte grid: no block of ours, as free() would say. (Before the
+  // first block of ours, a pointer on the grid finds no tag and no owner
+  // below, and is refused there, as free() refuses it.)
+  if (DUCTILE_UNLIKELY((addr(p) & 7) != 0)) bad_free(p, true);
+  // A small object (its page's tag gives the class, as for free): stay in
+  // the class, or move through the inline malloc and free -- a thread-cache
+  // pop and push -- without the extent (realloc-heavy code grows small
+  // strings and vectors this way all the time).
+  if (align == 0 && !zero && cached) {
+    const size_t cls = small::tag_class(chunk::PageMap::entry_tag(rt().chunks.lookup_entry(p)));
+    if (cls < small::kNumSmall) {
+      const size_t old = small::class_size(cls);
+      if (size <= old && small::class_of(size) == cls) return p;
+      // Past the small classes the new block is a growing one (alloc_impl's
+      // `growing`), as from a medium block.
+      void* q = size > small::kMaxSmall ? alloc_impl(size, 0, false, true, true) : alloc(size);
+      if (q == nullptr) return nullptr;  // errno is set; the old block is intact
+      std::memcpy(q, p, old < size ? old : size);
+      dealloc(p);
+      return q;
+    }
+  }
+  size_t old;
+  Extent* e = nullptr;
+  bool to_huge = false;  // grows_huge, for realloc
+  if (is_bootstrap(p)) {
+    old = bootstrap_size(p);
+  } else {
+    e = owner_of(p);
+    // Not a block of ours, or one freed already: as free() would.
+    if (DUCTILE_UNLIKELY(e == nullptr)) bad_free(p, true);
+    old = usable_of(e);
+    to_huge = !exact && align <= kPage && grows_huge(e, old, size);
+    // Past half the threshold a huge block stays huge as realloc grows it
+    // (grows_huge makes such blocks).
+    if (e->kind == ExtentKind::kHuge &&
+        (size >= huge_threshold() || (!exact && size > old && size >= huge_threshold() / 2))) {
+      // A sampled block's sample follows it, moved or not, with its new size.
+      prof::Sample* s = kProf ? sample_of(e) : nullptr;
+      e->sample = nullptr;
+      void* q = rt().huge.resize(e, size, align < kPage ? kPage : align, zero);
+      if (q == nullptr) errno = ENOMEM;
+      else count_bytes(huge::HugeLayer::size_for(size), old);
+      if (s != nullptr) {
+        Extent* now = rt().chunks.lookup(q != nullptr ? q : p);
+        now->sample = s;
+        if (q != nullptr) prof::resize(s, now->usable);
+      }
+      return q;
+    }
+    bool aligned = align <= small::kMinAlign || is_aligned(addr(p), align);
+    if (exact) {
+      // Stay only as what a new block would be: the same class, or a medium
+      // block resized in place to it.
+      const Placement at = place(size, align);
+      if (aligned && at.kind != Placement::kHuge && at.cls == e->size_class && e->kind != ExtentKind::kHuge)
+        return p;
+      if (aligned && e->kind == ExtentKind::kMedium && at.kind != Placement::kHuge &&
+          !small::is_small_class(at.cls) && resize_in_place(p, at.usable, zero) == at.usable)
+        return p;
+    } else {
+      // Same class, or a smaller one not worth moving for: stay.
+      if (aligned && size <= old &&
+          (e->kind == ExtentKind::kSlab ? small::class_of(size) == e->size_class
+                                        : size > old / 2 && e->kind != ExtentKind::kHuge))
+        return p;
+      // (Not a dense buffer on its way to the huge range: that one moves
+      // there now, and grows in place from then on.)
+      if (aligned && e->kind == ExtentKind::kMedium && size > small::kMaxSmall && size < huge_threshold() &&
+          !to_huge && resize_in_place(p, size, zero) >= size)
+        return p;
+    }
+  }
+  bool moved = false;  // e's pages are the new block's (huge: alloc_from)
+  void* q = nullptr;
+  if (e != nullptr && brings_pages(e, old, size, align)) q = rt().huge.alloc_from(e, size, zero, &moved);
+  else if (to_huge) q = rt().huge.alloc(size, kPage, zero, true);
+  if (q != nullptr) count_bytes(huge::HugeLayer::size_for(size), 0);
+  else q = alloc_impl(size, align, zero, cached, size > old);
+  if (q == nullptr) return nullptr;  // the old block is intact
+  if (moved) {
+    count_bytes(0, old);
+    return q;
+  }
+  std::memcpy(q, p, old < size ? old : size);
+  if (e) dealloc_extent(p, e, cached);
+  return q;
+}
+
+}  // namespace
+
+void* reallocate(void* p, size_t size) noexcept { return reallocate_impl(p, size, 0, false, false, true); }
+
+void* reallocate_aligned(void* p, size_t size, size_t align, bool zero, bool cached) noexcept {
+  return reallocate_impl(p, size, align, zero, true, cached);
+}
+
+}  // namespace ductile::core
