@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// ductile_version: the library's version string.
 #include "base/common.h"
 #include "ductile/ductile.h"
 

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The fork gate (base/fork_gate.h): entering and leaving it, and the fork
+// that closes it and waits for the work in flight, on a futex.
 #include "base/fork_gate.h"
 
 #include <linux/futex.h>

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Messages: fatal errors and warnings, one line each with write(2), and the
+// number formatting they use; nothing here allocates.
 #include <unistd.h>
 
 #include <cstdlib>

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// A set of free extents (chunk/extent_set.h): size buckets, best fit, and
+// the largest extents for a run of dirty ones.
 #include "chunk/extent_set.h"
 
 namespace ductile::chunk {

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Metadata memory (chunk/meta_alloc.h), carved from blocks the OS layer maps.
 #include "chunk/meta_alloc.h"
 
 namespace ductile::chunk {

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The page map (chunk/page_map.h): its leaves, lookups, and the writes of an
+// extent's entries and tags.
 #include "chunk/page_map.h"
 
 namespace ductile::chunk {

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The background thread (core/background.h): its start, its sleep and
+// wake-up, and the decay steps it runs.
 #include "core/background.h"
 
 #include <time.h>

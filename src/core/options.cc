@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The option table (core/options.h): each option's name, parser and
+// printer, and the parser of DUCTILE_CONF strings.
 #include "core/options.h"
 
 #include <signal.h>

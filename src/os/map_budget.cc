@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The mapping budget (os/map_budget.h): the process's mappings counted
+// against vm.max_map_count.
 #include "os/map_budget.h"
 
 namespace ductile::os {

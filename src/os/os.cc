@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The OS layer (os/os.h): the feature probes, and each memory call with its
+// fallbacks, batching and counters.
 #include "os/os.h"
 
 #include <sys/mman.h>

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The central bins (small/bin.h): slabs and their headers, fill and flush,
+// empty slabs, the slab-header pool, and hardened mode's freed mark.
 #include "small/bin.h"
 
 #include <cstring>

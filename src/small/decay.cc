@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Decay steps over every bin, the slab arena and the chunk layer
+// (small/decay.h).
 #include "small/decay.h"
 
 namespace ductile::small {

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The prefault helper thread (small/prefaulter.h): its queue, start, run
+// and stop.
 #include "small/prefaulter.h"
 
 #include "base/thread.h"
