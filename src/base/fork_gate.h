@@ -4,7 +4,7 @@
 // their way from a bin to the slab arena, a huge block between its mremap
 // and the chunk layer's forgetting of the old range), runs inside the gate.
 // fork() closes the gate before it takes any lock of ductile's (after
-// stdio's list lock, see core/runtime.cc's prefork): it waits until no such
+// stdio's list lock, see core/fork.cc's prefork): it waits until no such
 // work is in flight, and new work waits until the fork is done. Otherwise
 // the child, where the thread doing the work does not exist, would never
 // see those things come back.
