@@ -1,104 +1,11 @@
 // SPDX-License-Identifier: BSD-2-Clause
-#include "core/stats.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cstdlib>
-#include <cstring>
-
-#include "base/thread.h"
 #include "core/options.h"
 #include "core/runtime.h"
 
 namespace ductile::core {
 
 namespace {
-
-constexpr const char* kGrowthNames[] = {"headroom", "neighbour", "fixed_map", "mremap", "copy"};
-static_assert(sizeof kGrowthNames / sizeof kGrowthNames[0] == huge::kGrowthPaths,
-              "a name for every growth path");
-
-size_t sub_or_zero(size_t a, size_t b) { return a > b ? a - b : 0; }
-
-// ---- output ------------------------------------------------------------
-// Text is collected in a stack buffer and handed on in pieces: no allocation,
-// no lock held while the callback runs.
-class Out {
- public:
-  // Without a callback the text goes to `fd`.
-  Out(WriteFn write, void* opaque, int fd = 2) noexcept : write_(write), opaque_(opaque), fd_(fd) {}
-  Out(const Out&) = delete;
-  Out& operator=(const Out&) = delete;
-  ~Out() { flush(); }
-
-  Out& str(const char* s) noexcept {
-    while (*s) ch(*s++);
-    return *this;
-  }
-  Out& ch(char c) noexcept {
-    if (len_ + 1 >= sizeof buf_) flush();
-    buf_[len_++] = c;
-    return *this;
-  }
-  Out& u64(uint64_t v) noexcept {
-    char tmp[24];
-    (void)format_u64(v, tmp, sizeof tmp);
-    return str(tmp);
-  }
-  // Right-aligned in `width` columns.
-  Out& u64w(uint64_t v, size_t width) noexcept {
-    size_t digits = 1;
-    for (uint64_t x = v; x >= 10; x /= 10) digits++;
-    for (; digits < width; digits++) ch(' ');
-    return u64(v);
-  }
-  // Left-aligned, padded to `width` columns.
-  Out& pad(const char* s, size_t width) noexcept {
-    size_t n = std::strlen(s);
-    str(s);
-    for (; n < width; n++) ch(' ');
-    return *this;
-  }
-  // "12.3 MiB": bytes for a human, one decimal.
-  Out& human(uint64_t v) noexcept {
-    static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-    size_t u = 0;
-    uint64_t whole = v, tenths = 0;
-    while (whole >= 1024 && u + 1 < sizeof kUnits / sizeof kUnits[0]) {
-      tenths = (whole % 1024) * 10 / 1024;
-      whole /= 1024;
-      u++;
-    }
-    u64(whole);
-    if (u) ch('.').u64(tenths);
-    return ch(' ').str(kUnits[u]);
-  }
-  void flush() noexcept {
-    if (len_ == 0) return;
-    buf_[len_] = '\0';
-    if (write_) {
-      write_(opaque_, buf_);
-    } else {
-      size_t off = 0;
-      while (off < len_) {
-        ssize_t w = ::write(fd_, buf_ + off, len_ - off);
-        if (w <= 0) break;
-        off += static_cast<size_t>(w);
-      }
-    }
-    len_ = 0;
-  }
-
- private:
-  WriteFn write_;
-  void* opaque_;
-  int fd_;
-  char buf_[1024];
-  size_t len_ = 0;
-};
-
-bool has(const char* opts, char c) { return opts != nullptr && std::strchr(opts, c) != nullptr; }
 
 // ---- readable ----------------------------------------------------------
 void bytes_row(Out& o, const char* name, const LayerBytes& b) {
@@ -349,68 +256,6 @@ void print_json(Out& o, const StatsSnapshot& s, const char* opts) {
   o.ch('\n');
 }
 
-}  // namespace
-
-const char* growth_name(size_t path) noexcept {
-  return path < huge::kGrowthPaths ? kGrowthNames[path] : nullptr;
-}
-
-void take_snapshot(StatsSnapshot& s) noexcept {
-  Runtime& r = rt();
-  s = StatsSnapshot();
-  for (size_t c = 0; c < small::kNumSmall; c++) {
-    small::BinStats b = r.class_stats(c);
-    s.bins[c] = b;
-    size_t objs = b.slabs * small::kClasses.objects_per_slab[c];
-    s.small.allocated += sub_or_zero(objs, b.free_objects) * small::class_size(c);
-    s.small.active += b.slabs * small::kClasses.slab_pages[c] * kPage;
-  }
-  s.huge_layer = r.huge.stats();
-  s.arena = r.arena.stats();
-  s.prefault = r.prefault.stats();
-  s.background = r.background.stats();
-  s.chunk = r.chunks.stats();
-  s.huge.allocated = s.huge_layer.active_bytes;
-  s.huge.active = align_up(s.huge_layer.active_bytes, kPage);
-  // Medium blocks are the chunk layer's active extents that are neither slab
-  // regions nor huge spans (the layers are read one after another: clamp).
-  s.medium.active = sub_or_zero(s.chunk.active, s.arena.regions * small::kRegionSize + s.huge_layer.span_bytes);
-  s.medium.allocated = s.medium.active;
-  s.allocated = s.small.allocated + s.medium.allocated + s.huge.allocated;
-  s.active = s.small.active + s.medium.active + s.huge.active;
-  s.metadata = r.chunks.meta().bytes_mapped();
-  s.mapped = s.chunk.active + s.metadata;
-  s.resident = s.active + s.chunk.dirty + s.arena.dirty_pages * kPage + s.metadata;
-  s.retained = s.chunk.clean;
-  const os::Counters& k = r.os.counters();
-  for (size_t i = 0; i < os::kCallKinds; i++) s.calls[i] = k.get(static_cast<os::Call>(i));
-  s.purged_bytes = k.purged_bytes.load(std::memory_order_relaxed);
-  s.purged_ranges = k.purged_ranges.load(std::memory_order_relaxed);
-  if (small::ThreadCache* tc = own_cache()) {
-    s.thread_allocated = tc->allocated;
-    s.thread_deallocated = tc->deallocated;
-  }
-}
-
-HeapInfo heap_info(const StatsSnapshot& s) noexcept {
-  HeapInfo h;
-  size_t empty_slab_bytes = 0;
-  for (size_t c = 0; c < small::kNumSmall; c++) {
-    h.smblks += s.bins[c].free_objects;
-    h.fsmblks += s.bins[c].free_objects * small::class_size(c);
-    empty_slab_bytes += s.bins[c].empty_slabs * small::kClasses.slab_pages[c] * kPage;
-  }
-  const size_t region_free = s.arena.dirty_pages * kPage;
-  h.uordblks = s.small.allocated + s.medium.allocated;
-  h.fordblks = sub_or_zero(s.small.active, s.small.allocated) + region_free + s.chunk.dirty;
-  h.arena = h.uordblks + h.fordblks;
-  h.ordblks = s.chunk.dirty_extents;
-  h.hblks = static_cast<size_t>(sub_or_zero(s.huge_layer.allocs, s.huge_layer.frees));
-  h.hblkhd = s.huge.active;
-  h.keepcost = s.chunk.dirty + region_free + empty_slab_bytes;
-  return h;
-}
-
 namespace {
 
 // ---- malloc_info's XML ---------------------------------------------------
@@ -493,44 +338,6 @@ void print_xml_to(Out& o, const StatsSnapshot& s) {
     x.open("syscall").attr("name", os::call_name(static_cast<os::Call>(i))).attr("count", s.calls[i]).end();
   x.close("ductile");
   x.close("malloc");
-}
-
-void print_to(WriteFn write, void* opaque, int fd, const char* opts) {
-  // On the stack (about 2 KiB plus the 1 KiB output buffer): printing must
-  // not allocate.
-  StatsSnapshot s;
-  take_snapshot(s);
-  Out o(write, opaque, fd);
-  if (has(opts, 'J')) print_json(o, s, opts);
-  else print_text(o, s, opts);
-}
-
-int g_exit_fd = 2;
-
-void at_exit() { print_to(nullptr, nullptr, g_exit_fd, rt().opts.stats_print_opts); }
-
-}  // namespace
-
-void print_stats(WriteFn write, void* opaque, const char* opts) noexcept {
-  if (!ensure_ready()) return;  // called while this thread builds the runtime
-  const NoCancel no_cancel;     // write(2) would be a cancellation point
-  print_to(write, opaque, 2, opts);
-}
-
-void print_xml(WriteFn write, void* opaque) noexcept {
-  if (!ensure_ready()) return;
-  const NoCancel no_cancel;
-  StatsSnapshot s;
-  take_snapshot(s);
-  Out o(write, opaque);
-  print_xml_to(o, s);
-}
-
-void print_stats_at_exit_on() noexcept {
-  // Above the descriptors programs commonly expect to get next (3, 4, ...).
-  int fd = fcntl(2, F_DUPFD_CLOEXEC, 64);
-  if (fd >= 0) g_exit_fd = fd;
-  atexit(at_exit);
 }
 
 }  // namespace ductile::core
