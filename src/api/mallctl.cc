@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// mallctl, mallctlnametomib, mallctlbymib and malloc_stats_print: the name
+// tree, its lookup and the entry points (the leaves: mallctl_leaves.cc).
 //
 // The namespace is a static tree: inner nodes have named children or one
 // child that matches an integer component ("arena.<i>.purge"); leaves have a
@@ -13,11 +15,13 @@
 
 #include <cstring>
 
+#include "api/mallctl_leaves.h"
 #include "core/runtime.h"
 #include "core/stats.h"
 #include "ductile/ductile.h"
 
 using namespace ductile;
+using namespace ductile::ctl;
 
 namespace {
 
@@ -272,6 +276,7 @@ DUCTILE_EXPORT int ductile_mallctlbymib(const size_t* mib, size_t miblen, void* 
 
 DUCTILE_EXPORT void ductile_malloc_stats_print(void (*write_cb)(void*, const char*), void* cbopaque,
                                                const char* opts) noexcept {
+  if (!ready()) return;  // called while this thread builds the runtime
   core::print_stats(write_cb, cbopaque, opts);
 }
 

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// mallctl's leaves: the handler of each name, which reads or writes one
+// value by jemalloc's rules (mallctl_leaves.h); the tree is in mallctl.cc.
 #include <errno.h>
 #include <sys/types.h>
 
@@ -6,6 +8,7 @@
 #include <climits>
 #include <cstring>
 
+#include "api/mallctl_leaves.h"
 #include "base/lock.h"
 #include "core/options.h"
 #include "core/prof.h"
@@ -15,6 +18,8 @@
 
 using namespace ductile;
 using core::StatsSnapshot;
+
+namespace ductile::ctl {
 
 namespace {
 
@@ -28,6 +33,8 @@ StatsSnapshot& snapshot(StatsSnapshot& s) {
 
 // ---- leaves ------------------------------------------------------------
 std::atomic<uint64_t> g_epoch{1};
+
+}  // namespace
 
 int ctl_version(Req& r, const size_t*, size_t) {
   const char* v = PACKAGE_VERSION;
@@ -98,11 +105,23 @@ int ctl_growth(Req& r, const size_t*, size_t) {
   uint64_t v = core::rt().huge.stats().growth[Path];
   return read_value(r, v);
 }
+template int ctl_growth<0>(Req&, const size_t*, size_t);
+template int ctl_growth<1>(Req&, const size_t*, size_t);
+template int ctl_growth<2>(Req&, const size_t*, size_t);
+template int ctl_growth<3>(Req&, const size_t*, size_t);
+template int ctl_growth<4>(Req&, const size_t*, size_t);
 
 template <os::Call C>
 int ctl_os_calls(Req& r, const size_t*, size_t) {
   return read_only(r, core::rt().os.counters().get(C));
 }
+template int ctl_os_calls<os::Call::kMmap>(Req&, const size_t*, size_t);
+template int ctl_os_calls<os::Call::kMunmap>(Req&, const size_t*, size_t);
+template int ctl_os_calls<os::Call::kMprotect>(Req&, const size_t*, size_t);
+template int ctl_os_calls<os::Call::kMremap>(Req&, const size_t*, size_t);
+template int ctl_os_calls<os::Call::kMadvise>(Req&, const size_t*, size_t);
+template int ctl_os_calls<os::Call::kProcessMadvise>(Req&, const size_t*, size_t);
+template int ctl_os_calls<os::Call::kPidfdOpen>(Req&, const size_t*, size_t);
 int ctl_os_purged_bytes(Req& r, const size_t*, size_t) {
   return read_only(r, core::rt().os.counters().purged_bytes.load(std::memory_order_relaxed));
 }
@@ -129,7 +148,9 @@ int ctl_trim(Req& r, const size_t*, size_t) {
 }
 
 // thread.*: the calling thread's counters live in its cache.
+namespace {
 __thread uint64_t t_no_counter __attribute__((tls_model("initial-exec"))) = 0;
+}  // namespace
 
 template <bool Allocated>
 int ctl_thread_counter(Req& r, const size_t*, size_t) {
@@ -138,6 +159,8 @@ int ctl_thread_counter(Req& r, const size_t*, size_t) {
   uint64_t v = tc == nullptr ? 0 : Allocated ? tc->allocated : tc->deallocated;
   return read_only(r, v);
 }
+template int ctl_thread_counter<true>(Req&, const size_t*, size_t);
+template int ctl_thread_counter<false>(Req&, const size_t*, size_t);
 
 template <bool Allocated>
 int ctl_thread_counter_ptr(Req& r, const size_t*, size_t) {
@@ -149,6 +172,8 @@ int ctl_thread_counter_ptr(Req& r, const size_t*, size_t) {
   uint64_t* p = tc == nullptr ? &t_no_counter : Allocated ? &tc->allocated : &tc->deallocated;
   return read_value(r, p);
 }
+template int ctl_thread_counter_ptr<true>(Req&, const size_t*, size_t);
+template int ctl_thread_counter_ptr<false>(Req&, const size_t*, size_t);
 
 // The core offers no cache flush of its own: trim flushes the calling
 // thread's cache and also purges what is retained.
@@ -164,9 +189,11 @@ int ctl_purge(Req& r, const size_t*, size_t) {
 // by the one arena. Extent hooks cannot be had: arenas.create with hooks is
 // EPERM. The indices fit MALLOCX_ARENA's 12 bits (index + 1, and 4096 is
 // MALLCTL_ARENAS_ALL); past the last one arenas.create is EAGAIN.
+namespace {
 constexpr unsigned kMaxArenas = 4095;
 std::atomic<unsigned> g_narenas{1};
 __thread unsigned t_arena __attribute__((tls_model("initial-exec"))) = 0;  // thread.arena
+}  // namespace
 
 bool arena_index_ok(size_t i) { return i < g_narenas.load(std::memory_order_acquire) || i == kArenasAll; }
 
@@ -203,8 +230,10 @@ int ctl_thread_arena(Req& r, const size_t*, size_t) {
 // with MALLOCX_TCACHE(t) goes through the calling thread's own cache, so
 // tcache.flush and tcache.destroy flush that one. The indices fit
 // MALLOCX_TCACHE's 12 bits (index + 2).
+namespace {
 constexpr unsigned kMaxTcaches = 4094;
 std::atomic<uint64_t> g_tcaches[(kMaxTcaches + 63) / 64];  // bit set: created, not destroyed
+}  // namespace
 
 int ctl_tcache_create(Req& r, const size_t*, size_t) {
   if (writes(r)) return EPERM;
@@ -236,6 +265,8 @@ int ctl_tcache_flush(Req& r, const size_t*, size_t) {
   if (Destroy) g_tcaches[index / 64].fetch_and(~(uint64_t{1} << (index % 64)), std::memory_order_acq_rel);
   return 0;
 }
+template int ctl_tcache_flush<false>(Req&, const size_t*, size_t);
+template int ctl_tcache_flush<true>(Req&, const size_t*, size_t);
 int ctl_page(Req& r, const size_t*, size_t) { return read_only(r, kPage); }
 
 // Size classes as jemalloc names them. The quantum is the step of the
@@ -248,10 +279,12 @@ int ctl_nbins(Req& r, const size_t*, size_t) { return read_only(r, static_cast<u
 bool bin_index_ok(size_t i) { return i < small::kNumSmall; }
 // arenas.bin.<i>.size: the index is the name's third component.
 int ctl_bin_size(Req& r, const size_t* mib, size_t) { return read_only(r, small::class_size(mib[2])); }
+namespace {
 size_t nlextents() {
   const size_t threshold = __atomic_load_n(&core::g_huge_threshold, __ATOMIC_RELAXED);
   return small::class_of(threshold - 1) + 1 - small::kNumSmall;
 }
+}  // namespace
 int ctl_nlextents(Req& r, const size_t*, size_t) { return read_only(r, static_cast<unsigned>(nlextents())); }
 bool lextent_index_ok(size_t i) { return i < nlextents(); }
 int ctl_lextent_size(Req& r, const size_t* mib, size_t) {
@@ -291,6 +324,8 @@ int ctl_thread_tcache_enabled(Req& r, const size_t*, size_t) {
   return read_value(r, old);
 }
 
+namespace {
+
 // Decay time as jemalloc's ssize_t milliseconds: -1 for "never".
 constexpr uint64_t kNeverMs = UINT64_MAX / 1000000u;  // the largest decay_ms accepted
 ssize_t decay_as_ssize(uint64_t ms) {
@@ -309,6 +344,8 @@ int set_decay_ms(uint64_t ms) {
   core::rt().background.set_decay(o.decay_ms * 1000000u);
   return 0;
 }
+
+}  // namespace
 
 // Read the old value, then write the new one (jemalloc's order for settings).
 int ctl_opt_decay_ms(Req& r, const size_t*, size_t) {
@@ -396,6 +433,8 @@ int ctl_prof_interval(Req& r, const size_t*, size_t) {
   return read_only(r, v);
 }
 
+namespace {
+
 // A profiling switch, bool, read-write: jemalloc's rule for prof.active,
 // which prof.gdump follows too: writing it needs opt.prof (ENOENT
 // otherwise); it reads false without.
@@ -413,6 +452,8 @@ int prof_switch(Req& r, bool (*get)() noexcept, bool (*set)(bool) noexcept) {
   }
   return read_value(r, old);
 }
+
+}  // namespace
 
 int ctl_prof_gdump(Req& r, const size_t*, size_t) { return prof_switch(r, core::prof::gdump, core::prof::set_gdump); }
 int ctl_prof_active(Req& r, const size_t*, size_t) { return prof_switch(r, core::prof::active, core::prof::set_active); }
@@ -451,3 +492,4 @@ int ctl_config_hardened(Req& r, const size_t*, size_t) { return read_only(r, kHa
 int ctl_config_stats(Req& r, const size_t*, size_t) { return read_only(r, kStats); }
 int ctl_config_prof(Req& r, const size_t*, size_t) { return read_only(r, kProf); }
 
+}  // namespace ductile::ctl

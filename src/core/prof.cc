@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Heap profiling's sampling: the table of stacks, capturing a stack, samples
+// and their buckets, the arithmetic, the switches (dumps: prof_dump.cc).
 #include "core/prof.h"
 
 #include <dlfcn.h>
@@ -12,6 +14,7 @@
 
 #include "base/fork_gate.h"
 #include "base/lock.h"
+#include "core/prof_table.h"
 #include "core/runtime.h"
 
 namespace ductile::core::prof {
@@ -23,17 +26,27 @@ struct Sample {
   Sample* next_free;
 };
 
+// The state prof_table.h declares.
 bool g_enabled = false;
 bool g_final = false;
 bool g_leak = false;
 char g_prefix[kMaxPrefix] = {};
 int g_exit_fd = 2;
+int g_stop_signal = 0;
+std::atomic<unsigned> g_want{0};
+// This thread is inside the profiler: what it allocates is not sampled.
+__thread bool t_busy __attribute__((tls_model("initial-exec"))) = false;
 
 Mutex g_lock;  // the table, the samples' records and the counters below
 Bucket* g_table[kTableSize];
+
+namespace {
+
 Sample* g_free_samples = nullptr;
 uint64_t g_epoch = 0;
 
+std::atomic<bool> g_active{false};
+std::atomic<size_t> g_lg{19};
 
 // lg_prof_interval: -1 for none; the bytes counted so far.
 int g_lg_interval = -1;
@@ -157,6 +170,8 @@ uint64_t splitmix(uint64_t x) {
 }
 
 }  // namespace
+
+uint64_t rate() { return uint64_t{1} << g_lg.load(std::memory_order_relaxed); }
 
 // ---- arithmetic ---------------------------------------------------------
 double ln(double x) noexcept {

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Heap profiles written out: a dump's text and name, the files, the
+// prof_signal handler, prof.dump, and the final dump with its leak summary.
 #include "core/prof.h"
 
 #include <fcntl.h>
@@ -9,12 +11,14 @@
 #include <cstring>
 
 #include "base/lock.h"
+#include "core/prof_table.h"
 #include "core/runtime.h"
 
 namespace ductile::core::prof {
 
 namespace {
 
+// The dumps' sequence numbers (g_lock).
 uint64_t g_dump_seq = 0;   // every dump of this process
 uint64_t g_mdump_seq = 0;  // prof.dump's
 uint64_t g_idump_seq = 0;  // lg_prof_interval's
@@ -157,6 +161,7 @@ int dump_to(const char* path) {
   return ok ? 0 : EFAULT;
 }
 
+}  // namespace
 
 // The handler writes the dump itself where this thread is not inside the
 // allocator (no lock of ours held, no call of ours under way: the dump

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Statistics: the snapshot of every layer's counters, heap_info, and the
+// print entry points (the formats are in stats_format.cc).
 #include "core/stats.h"
 
 #include <fcntl.h>
@@ -7,6 +9,7 @@
 
 #include "base/thread.h"
 #include "core/runtime.h"
+#include "core/stats_format.h"
 
 namespace ductile::core {
 
@@ -89,6 +92,7 @@ void at_exit() { print_to(nullptr, nullptr, g_exit_fd, rt().opts.stats_print_opt
 }  // namespace
 
 void print_stats(WriteFn write, void* opaque, const char* opts) noexcept {
+  const NoCancel no_cancel;  // write(2) would be a cancellation point
   print_to(write, opaque, 2, opts);
 }
 

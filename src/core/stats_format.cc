@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The statistics' formats: readable text and JSON for malloc_stats_print,
+// and malloc_info's XML.
+#include "core/stats_format.h"
 
 #include "core/options.h"
 #include "core/runtime.h"
@@ -12,6 +15,8 @@ void bytes_row(Out& o, const char* name, const LayerBytes& b) {
   o.str("  ").pad(name, 10).u64w(b.allocated, 16).u64w(b.active, 16).str("   (")
       .human(b.allocated).str(" / ").human(b.active).str(")\n");
 }
+
+}  // namespace
 
 void print_text(Out& o, const StatsSnapshot& s, const char* opts) {
   char val[kMaxPrefix];
@@ -89,6 +94,8 @@ void print_text(Out& o, const StatsSnapshot& s, const char* opts) {
   o.str("___ End ductile statistics ___\n");
 }
 
+namespace {
+
 // ---- JSON --------------------------------------------------------------
 class Json {
  public:
@@ -151,6 +158,8 @@ class Json {
   Out& o_;
   bool first_ = true;
 };
+
+}  // namespace
 
 void print_json(Out& o, const StatsSnapshot& s, const char* opts) {
   char val[kMaxPrefix];
@@ -291,6 +300,8 @@ void xml_totals(Xml& x, const HeapInfo& h) {
   x.open("total").attr("type", "rest").attr("count", h.ordblks)
       .attr("size", sub_or_zero(h.fordblks, h.fsmblks)).end();
 }
+
+}  // namespace
 
 void print_xml_to(Out& o, const StatsSnapshot& s) {
   const HeapInfo h = heap_info(s);

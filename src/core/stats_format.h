@@ -1,14 +1,23 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+// What the statistics' entry points (stats.cc) and formats (stats_format.cc)
+// share: the output buffer, the growth paths' names, the three formats.
+#pragma once
 
 #include <unistd.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 
+#include "core/stats.h"
 
 namespace ductile::core {
 
+inline constexpr const char* kGrowthNames[] = {"headroom", "neighbour", "fixed_map", "mremap", "copy"};
 static_assert(sizeof kGrowthNames / sizeof kGrowthNames[0] == huge::kGrowthPaths,
               "a name for every growth path");
 
+inline size_t sub_or_zero(size_t a, size_t b) { return a > b ? a - b : 0; }
 
 // ---- output ------------------------------------------------------------
 // Text is collected in a stack buffer and handed on in pieces: no allocation,
@@ -87,6 +96,12 @@ class Out {
   size_t len_ = 0;
 };
 
+inline bool has(const char* opts, char c) { return opts != nullptr && std::strchr(opts, c) != nullptr; }
 
+// The formats (stats_format.cc): readable text and JSON (print_stats's
+// opts), and malloc_info's XML.
+void print_text(Out& o, const StatsSnapshot& s, const char* opts);
+void print_json(Out& o, const StatsSnapshot& s, const char* opts);
+void print_xml_to(Out& o, const StatsSnapshot& s);
 
 }  // namespace ductile::core

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The huge layer's spans: their records, taking and shaping them, commit
+// and guard pages, THP, alloc and free, stats (growth and shrink: resize.cc).
 #include "huge/huge.h"
 
 #include <cstring>

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Growth and shrink of a huge block: in place (headroom, the neighbour, a
+// fixed mapping), else a move (mremap or a copy); shrink and trimming a span.
 #include "huge/huge.h"
 
 #include <cstring>
@@ -15,6 +17,7 @@ namespace {
 constexpr size_t min_of(size_t a, size_t b) { return a < b ? a : b; }
 }  // namespace
 
+// ---- usable size and shrink --------------------------------------------
 
 void HugeLayer::set_usable(Extent* e, Span* s, size_t usable, bool zero) noexcept {
   const size_t old = e->usable;

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The slab arena's regions: taking them, filing them by their longest free
+// run, lending and taking back slabs, stats (giving back: region_purge.cc).
 #include "small/region.h"
 
 #include <new>
 
 #include "base/fork_gate.h"
+#include "small/region_record.h"
 
 namespace ductile::small {
 

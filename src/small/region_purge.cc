@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// What the slab arena gives back: free dirty pages reserved for a purge job,
+// decay of almost-empty regions, running a job (purges, whole regions), trim.
 #include "small/region.h"
 
 #include "base/fork_gate.h"
+#include "small/region_record.h"
 
 namespace ductile::small {
 

@@ -1,3 +1,11 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+// A slab region's record (its page bitmaps), the bitmap helpers and the
+// purge job: what region.cc and region_purge.cc share.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
 #include "small/region.h"
 
 namespace ductile::small {
@@ -32,11 +40,15 @@ struct Region {
   Region* sparse_next = nullptr;
 };
 
+inline constexpr uint32_t kAlmostEmpty = kRegionPages / 8;
 
+inline void set_bits(uint64_t* w, size_t first, size_t n) {
   for (size_t i = first; i < first + n; i++) w[i / 64] |= uint64_t{1} << (i % 64);
 }
+inline void clear_bits(uint64_t* w, size_t first, size_t n) {
   for (size_t i = first; i < first + n; i++) w[i / 64] &= ~(uint64_t{1} << (i % 64));
 }
+inline size_t count_bits(const uint64_t* w, size_t first, size_t n) {
   size_t c = 0;
   for (size_t i = first; i < first + n; i++) c += (w[i / 64] >> (i % 64)) & 1;
   return c;
@@ -44,6 +56,7 @@ struct Region {
 
 // The index of the first set bit at or after i in the bitmap `w` (each word
 // xor-ed with `flip`: ~0 finds clear bits), or kRegionPages.
+inline size_t next_bit(const uint64_t* w, size_t i, uint64_t flip) {
   if (i >= kRegionPages) return kRegionPages;
   size_t k = i / 64;
   uint64_t word = (w[k] ^ flip) & (~uint64_t{0} << (i % 64));
