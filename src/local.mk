@@ -35,13 +35,16 @@ libductile_core_la_SOURCES = \
 	src/chunk/clock.h \
 	src/huge/huge.h \
 	src/huge/huge.cc \
+	src/huge/resize.cc \
 	src/small/size_classes.h \
 	src/small/bin.h \
 	src/small/bin.cc \
 	src/small/prefaulter.h \
 	src/small/prefaulter.cc \
 	src/small/region.h \
+	src/small/region_record.h \
 	src/small/region.cc \
+	src/small/region_purge.cc \
 	src/small/decay.h \
 	src/small/decay.cc \
 	src/small/thread_cache.h \
@@ -50,7 +53,9 @@ libductile_core_la_SOURCES = \
 	src/core/options.h \
 	src/core/options.cc \
 	src/core/prof.h \
+	src/core/prof_table.h \
 	src/core/prof.cc \
+	src/core/prof_dump.cc \
 	src/core/state.h \
 	src/core/state.cc \
 	src/core/fallback_heap.h \
@@ -99,10 +104,14 @@ EXTRA_libductile_la_DEPENDENCIES = $(top_srcdir)/src/ductile.map
 # and the rest of glibc's allocator interface.
 libductile_core_la_SOURCES += \
 	src/core/stats.h \
+	src/core/stats_format.h \
 	src/core/stats.cc \
+	src/core/stats_format.cc \
 	src/api/allocx.cc \
 	src/api/glibc.cc \
-	src/api/mallctl.cc
+	src/api/mallctl_leaves.h \
+	src/api/mallctl.cc \
+	src/api/mallctl_leaves.cc
 
 # The C++ operators: the one part built with exceptions (the nothrow forms
 # catch what a new-handler throws).

@@ -84,12 +84,14 @@ DUCTILE_EXPORT struct mallinfo ductile_mallinfo(void) noexcept {
 DUCTILE_EXPORT void ductile_malloc_stats(void) noexcept {
   const NoCancel no_cancel;
   (void)fflush(stderr);  // what the program wrote there before comes first
+  if (!core::ensure_ready()) return;  // called while this thread builds the runtime
   core::print_stats(nullptr, nullptr, nullptr);
 }
 
 DUCTILE_EXPORT int ductile_malloc_info(int options, FILE* fp) noexcept {
   // As glibc's code (its manual page says -1 and errno): EINVAL, returned.
   if (options != 0) return EINVAL;
+  if (!core::ensure_ready()) return 0;  // called while this thread builds the runtime
   // The snapshot is taken first and no lock is held while the text goes to
   // fp, whose stdio buffer may be allocated now.
   core::print_xml(to_file, fp);

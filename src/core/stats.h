@@ -88,6 +88,8 @@ HeapInfo heap_info(const StatsSnapshot& s) noexcept;
 const char* growth_name(size_t path) noexcept;
 
 // malloc_stats_print: `write` gets NUL-terminated pieces (nullptr: stderr).
+// The runtime must be ready: callers call ensure_ready() first, and print
+// nothing where it fails (this thread is building the runtime).
 // The calling thread is not cancelled meanwhile (base/thread.h, NoCancel);
 // nor in print_xml. In `opts`, 'J' selects JSON and 'b' leaves out the per-class lines; other
 // characters are ignored, as jemalloc ignores the ones it does not know.
@@ -97,7 +99,8 @@ void print_stats(WriteFn write, void* opaque, const char* opts) noexcept;
 // malloc_info's XML: glibc's <malloc version="1"> root and element names
 // where the figures match them (from heap_info), then ductile's own figures
 // in a <ductile> element. Written through `write` like print_stats, after
-// the snapshot: no lock is held while `write` runs, so it may allocate.
+// the snapshot: no lock is held while `write` runs, so it may allocate. The
+// runtime must be ready, as for print_stats.
 void print_xml(WriteFn write, void* opaque) noexcept;
 
 // Called once at start-up when the stats_print option (DUCTILE_STATS=1) is

@@ -1,70 +1,16 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The slab arena's regions: taking them, filing them by their longest free
+// run, lending and taking back slabs, stats (giving back: region_purge.cc).
 #include "small/region.h"
 
 #include <new>
 
 #include "base/fork_gate.h"
+#include "small/region_record.h"
 
 namespace ductile::small {
 
-struct Region {
-  chunk::Extent* extent = nullptr;  // the chunk layer's 2 MiB extent
-  uintptr_t base = 0;
-  uint64_t used[kRegionWords] = {};   // lent to a slab, or reserved for a purge in flight
-  uint64_t dirty[kRegionWords] = {};  // free, and maybe resident (written or prefaulted)
-  // Strict overcommit: free pages purged by decommitting (PROT_NONE), to be
-  // committed again before they are lent.
-  uint64_t decommitted[kRegionWords] = {};
-  uint32_t ndecommitted = 0;  // set bits of `decommitted`
-  uint32_t live = 0;     // pages lent to slabs
-  uint32_t high = 0;     // the carve point: no page at or above it was ever lent
-  uint32_t ahead = 0;    // pages below this were queued for the prefault helper
-  uint32_t purging = 0;  // ranges of it in purge jobs now
-  uint32_t free_dirty = 0;  // pages free and dirty (dirty & ~used), as the arena's dirty_pages counts them
-  uint64_t sparse_since = 0;  // when an advised region fell under 1/8 in use (valid while `sparse`)
-  // The longest run of free (not used) pages: the region's place in the
-  // arena's fit lists (SlabArena::fit_), kept exact at every change of `used`.
-  uint32_t longest = 0;
-  bool filed = false;    // on the fit list of `longest`
-  bool sparse = false;   // on the arena's list of almost-empty advised regions
-  bool busy = false;     // carved past the prefix
-  bool advised = false;  // advised as huge pages
-  Region* prev = nullptr;  // every region held (no order)
-  Region* next = nullptr;
-  Region* fit_prev = nullptr;  // the fit list of `longest`
-  Region* fit_next = nullptr;
-  Region* sparse_prev = nullptr;
-  Region* sparse_next = nullptr;
-};
-
 namespace {
-
-constexpr uint32_t kAlmostEmpty = kRegionPages / 8;
-
-void set_bits(uint64_t* w, size_t first, size_t n) {
-  for (size_t i = first; i < first + n; i++) w[i / 64] |= uint64_t{1} << (i % 64);
-}
-void clear_bits(uint64_t* w, size_t first, size_t n) {
-  for (size_t i = first; i < first + n; i++) w[i / 64] &= ~(uint64_t{1} << (i % 64));
-}
-size_t count_bits(const uint64_t* w, size_t first, size_t n) {
-  size_t c = 0;
-  for (size_t i = first; i < first + n; i++) c += (w[i / 64] >> (i % 64)) & 1;
-  return c;
-}
-
-// The index of the first set bit at or after i in the bitmap `w` (each word
-// xor-ed with `flip`: ~0 finds clear bits), or kRegionPages.
-size_t next_bit(const uint64_t* w, size_t i, uint64_t flip) {
-  if (i >= kRegionPages) return kRegionPages;
-  size_t k = i / 64;
-  uint64_t word = (w[k] ^ flip) & (~uint64_t{0} << (i % 64));
-  while (word == 0) {
-    if (++k == kRegionWords) return kRegionPages;
-    word = w[k] ^ flip;
-  }
-  return k * 64 + static_cast<size_t>(__builtin_ctzll(word));
-}
 
 // The first run of n clear bits, or kRegionPages.
 size_t find_run(const uint64_t* w, size_t n) {
@@ -97,31 +43,7 @@ bool any_bit(const uint64_t* w, size_t first, size_t n) {
   return i < first + n;
 }
 
-size_t popcount(const uint64_t* w) {
-  size_t n = 0;
-  for (size_t i = 0; i < kRegionWords; i++) n += static_cast<size_t>(__builtin_popcountll(w[i]));
-  return n;
-}
-
 }  // namespace
-
-struct SlabArena::Job {
-  static constexpr size_t kMax = 64;
-  struct Piece {
-    Region* region;
-    uint32_t first;
-    uint32_t n;
-  };
-  Piece piece[kMax];
-  size_t n = 0;
-  // Regions already unlinked, to be purged whole and given back.
-  Region* release[kMax];
-  size_t nrelease = 0;
-  bool trim = false;  // give back whole-free regions regardless of retention
-  uint64_t idle_since = chunk::ChunkLayer::kNow;  // when the released regions' pages were last used
-
-  bool full() const { return n == kMax; }
-};
 
 void SlabArena::init(chunk::ChunkLayer* chunks, Prefaulter* prefault, const ArenaOptions& opts) noexcept {
   chunks_ = chunks;
@@ -313,23 +235,6 @@ Lent SlabArena::alloc(size_t pages) noexcept {
   return out;
 }
 
-void SlabArena::reserve_dirty(Region* r, Job& job) noexcept {
-  uint64_t free_dirty[kRegionWords];
-  for (size_t w = 0; w < kRegionWords; w++) free_dirty[w] = r->dirty[w] & ~r->used[w];
-  for (size_t i = 0; i < kRegionPages && !job.full();) {
-    const size_t start = next_bit(free_dirty, i, 0);
-    if (start == kRegionPages) break;
-    const size_t end = next_bit(free_dirty, start, ~uint64_t{0});
-    set_bits(r->used, start, end - start);
-    refile(r);
-    r->purging++;
-    stats_.purging++;
-    job.piece[job.n++] = {r, static_cast<uint32_t>(start), static_cast<uint32_t>(end - start)};
-    i = end;
-  }
-  recount(r);
-}
-
 void SlabArena::free(const Lent* v, size_t n, uint64_t idle_since) noexcept {
   Job job;
   job.idle_since = idle_since;
@@ -379,160 +284,6 @@ void SlabArena::free(const Lent* v, size_t n, uint64_t idle_since) noexcept {
   if (!gated) return;
   (void)run(job);
   ForkGate::leave();
-}
-
-bool SlabArena::decay(size_t max_pages) noexcept {
-  const InFlight gate;  // a job's pieces and regions are in flight until it has run
-  for (;;) {
-    Job job;
-    bool more;
-    {
-      LockGuard g(lock_);
-      decay_locked(chunks_->now_ns(), job, max_pages);
-      more = backlog_;
-    }
-    (void)run(job);
-    if (!more || max_pages != SIZE_MAX) return more;
-  }
-}
-
-void SlabArena::decay_locked(uint64_t now, Job& job, size_t max_pages) noexcept {
-  const uint64_t decay = chunks_->options().decay_ns;
-  if (!backlog_ && now - last_decay_ < decay / 4) return;
-  last_decay_ = now;
-  backlog_ = false;
-  size_t pages = 0;
-  // Advised regions that have stayed hardly used (under 1/8 of their pages)
-  // for the decay time: their free pages now matter more than their huge
-  // pages. (A region that empties and refills within the decay time --
-  // threads that come and go -- keeps them.)
-  // Only those on the sparse list are looked at, not every region held.
-  for (Region* r = sparse_; r != nullptr;) {
-    Region* next = r->sparse_next;
-    if (r->live == 0 || r->live >= kAlmostEmpty) {
-      set_sparse(r, false, 0);
-    } else if (now - r->sparse_since >= decay) {
-      // A region's free pages are at most a region: the budget holds when it
-      // is at least that (it is one huge page by default).
-      if (job.full() || (pages != 0 && pages + (kRegionPages - r->live) > max_pages)) {
-        backlog_ = true;
-        break;
-      }
-      const size_t before = job.n;
-      reserve_dirty(r, job);
-      for (size_t i = before; i < job.n; i++) pages += job.piece[i].n;
-      set_sparse(r, false, 0);
-    }
-    r = next;
-  }
-}
-
-size_t SlabArena::run(Job& job) noexcept {
-  size_t bytes = 0;
-  if (job.n != 0) {
-    os::Range ranges[Job::kMax];
-    for (size_t i = 0; i < job.n; i++)
-      ranges[i] = {ptr(job.piece[i].region->base + job.piece[i].first * kPage), job.piece[i].n * kPage};
-    // Under strict overcommit the pages are decommitted, so that their
-    // commit charge goes too (alloc commits them again).
-    const bool strict = chunks_->os().features().strict_overcommit;
-    size_t done = 0;
-    // (Near the mapping limit a decommit only purges: the run stays committed.)
-    bool kept[Job::kMax] = {};
-    if (strict) {
-      for (; done < job.n; done++) {
-        const os::Decommit d = chunks_->os().decommit(ranges[done].addr, ranges[done].size);
-        if (d == os::Decommit::kFailed) break;
-        kept[done] = d == os::Decommit::kPurged;
-      }
-    } else {
-      done = chunks_->os().purge(ranges, job.n);
-    }
-    LockGuard g(lock_);
-    for (size_t i = 0; i < job.n; i++) {
-      Region* r = job.piece[i].region;
-      clear_bits(r->used, job.piece[i].first, job.piece[i].n);
-      refile(r);
-      if (i < done) {
-        clear_bits(r->dirty, job.piece[i].first, job.piece[i].n);
-        if (strict && !kept[i]) {
-          r->ndecommitted += static_cast<uint32_t>(job.piece[i].n - count_bits(r->decommitted, job.piece[i].first, job.piece[i].n));
-          set_bits(r->decommitted, job.piece[i].first, job.piece[i].n);
-        }
-        stats_.purged_pages += job.piece[i].n;
-        bytes += job.piece[i].n * kPage;
-      } else {
-        set_bits(r->dirty, job.piece[i].first, job.piece[i].n);
-      }
-      recount(r);
-      r->purging--;
-      stats_.purging--;
-      if (r->purging == 0 && r->live == 0 && (job.trim || surplus(r)) && job.nrelease < Job::kMax) {
-        unlink(r);
-        job.release[job.nrelease++] = r;
-      }
-    }
-  }
-  if (job.nrelease != 0) {
-    chunk::Extent* ext[Job::kMax];
-    for (size_t i = 0; i < job.nrelease; i++) {
-      ext[i] = job.release[i]->extent;
-      ext[i]->owner = nullptr;
-      if (job.trim) bytes += popcount(job.release[i]->dirty) * kPage;
-    }
-    // A region with decommitted pages goes back purged whole (decommitted):
-    // the chunk layer takes an extent as committed or not as a whole.
-    bool decommitted = false;
-    for (size_t i = 0; i < job.nrelease; i++) decommitted |= job.release[i]->ndecommitted != 0;
-    if (job.trim || decommitted) {
-      // Purged whole now (the chunk layer batches it), kept as zeroed space.
-      chunks_->release(ext, job.nrelease);
-    } else {
-      // Back to the chunk layer whole, as a dirty extent: the next region (or
-      // anything else) takes it without faulting its pages in again, and
-      // decay purges it -- as one range, the whole huge page -- if nothing
-      // does within the decay time. (A thread's exit used to purge them at
-      // once, and the next generation of threads faulted them all in again.)
-      for (size_t i = 0; i < job.nrelease; i++) {
-        const bool dirty = popcount(job.release[i]->dirty) != 0;
-        chunks_->free(ext[i], dirty ? SIZE_MAX : 0, job.idle_since);
-      }
-    }
-    LockGuard g(lock_);
-    for (size_t i = 0; i < job.nrelease; i++) {
-      job.release[i]->next = spare_;
-      spare_ = job.release[i];
-      stats_.region_releases++;
-    }
-  }
-  job.n = job.nrelease = 0;
-  return bytes;
-}
-
-size_t SlabArena::trim() noexcept {
-  const InFlight gate;
-  size_t bytes = 0;
-  for (;;) {
-    Job job;
-    job.trim = true;
-    {
-      LockGuard g(lock_);
-      for (Region* r = regions_; r != nullptr && !job.full() && job.nrelease < Job::kMax;) {
-        Region* next = r->next;
-        if (r->live == 0 && r->purging == 0) {
-          unlink(r);
-          job.release[job.nrelease++] = r;
-        } else {
-          reserve_dirty(r, job);
-        }
-        r = next;
-      }
-    }
-    const bool more = job.full() || job.nrelease == Job::kMax;
-    const size_t got = run(job);
-    bytes += got;
-    if (!more || got == 0) return bytes;
-  }
 }
 
 ArenaStats SlabArena::walk_stats() const noexcept {

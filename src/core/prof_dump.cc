@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: BSD-2-Clause
+// Heap profiles written out: a dump's text and name, the files, the
+// prof_signal handler, prof.dump, and the final dump with its leak summary.
+#include "core/prof.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "base/lock.h"
+#include "core/prof_table.h"
+#include "core/runtime.h"
+
+namespace ductile::core::prof {
+
+namespace {
+
+// The dumps' sequence numbers (g_lock).
+uint64_t g_dump_seq = 0;   // every dump of this process
+uint64_t g_mdump_seq = 0;  // prof.dump's
+uint64_t g_idump_seq = 0;  // lg_prof_interval's
+uint64_t g_udump_seq = 0;  // prof_gdump's
+uint64_t g_sdump_seq = 0;  // prof_signal's
+
+// ---- writing a dump ----------------------------------------------------
+// Text goes out through a stack buffer with write(2): nothing allocates.
+class Out {
+ public:
+  explicit Out(int fd) : fd_(fd) {}
+  ~Out() { flush(); }
+  Out& str(const char* s) { return bytes(s, std::strlen(s)); }
+  Out& bytes(const char* s, size_t n) {
+    while (n > 0) {
+      if (len_ == sizeof buf_) flush();
+      size_t k = sizeof buf_ - len_ < n ? sizeof buf_ - len_ : n;
+      std::memcpy(buf_ + len_, s, k);
+      len_ += k;
+      s += k;
+      n -= k;
+    }
+    return *this;
+  }
+  Out& u64(uint64_t v) {
+    char t[24];
+    return bytes(t, format_u64(v, t, sizeof t));
+  }
+  Out& hex(uintptr_t v) {
+    char t[2 + 16];
+    size_t n = 0;
+    char d[16];
+    do {
+      d[n++] = "0123456789abcdef"[v & 15];
+      v >>= 4;
+    } while (v != 0);
+    t[0] = '0';
+    t[1] = 'x';
+    for (size_t i = 0; i < n; i++) t[2 + i] = d[n - 1 - i];
+    return bytes(t, 2 + n);
+  }
+  bool ok() {
+    flush();
+    return ok_;
+  }
+
+ private:
+  void flush() {
+    size_t off = 0;
+    while (off < len_ && ok_) {
+      ssize_t w = ::write(fd_, buf_ + off, len_ - off);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0)
+        ok_ = false;
+      else
+        off += static_cast<size_t>(w);
+    }
+    len_ = 0;
+  }
+  int fd_;
+  char buf_[4096];
+  size_t len_ = 0;
+  bool ok_ = true;
+};
+
+// "<n>: <bytes> [<n>: <bytes>]", the counts of google-pprof's heap format.
+void counts(Out& o, uint64_t ln, uint64_t lb, uint64_t tn, uint64_t tb) {
+  o.u64(ln).str(": ").u64(lb).str(" [").u64(tn).str(": ").u64(tb).str("]");
+}
+
+bool write_profile(int fd) {
+  Out o(fd);
+  {
+    LockGuard g(g_lock);
+    uint64_t ln = 0, lb = 0, tn = 0, tb = 0;
+    for_each_bucket([&](const Bucket& b) { ln += b.live_n, lb += b.live_bytes, tn += b.total_n, tb += b.total_bytes; });
+    // heap_v2/<rate>: samples of a Poisson process over bytes, which
+    // google-pprof scales back up by 1 / (1 - exp(-size / rate)).
+    o.str("heap profile: ");
+    counts(o, ln, lb, tn, tb);
+    o.str(" @ heap_v2/").u64(rate()).str("\n");
+    for_each_bucket([&](const Bucket& b) {
+      if (b.live_n == 0 && b.total_n == 0) return;
+      counts(o, b.live_n, b.live_bytes, b.total_n, b.total_bytes);
+      o.str(" @");
+      for (size_t i = 0; i < b.depth; i++) o.str(" ").hex(addr(b.frames[i]));
+      o.str("\n");
+    });
+  }
+  // The mappings, so that google-pprof finds each address's object file.
+  o.str("\nMAPPED_LIBRARIES:\n");
+  int maps = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (maps < 0) return false;
+  char buf[4096];
+  for (;;) {
+    ssize_t r = ::read(maps, buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    o.bytes(buf, static_cast<size_t>(r));
+  }
+  ::close(maps);
+  return o.ok();
+}
+
+// <prefix>.<pid>.<seq>.<kind><n>.heap, jemalloc's names (kind "m" for
+// prof.dump, "i" for lg_prof_interval, "u" for prof_gdump, "s" -- ductile's
+// -- for prof_signal, "f" without a number for the final dump).
+void dump_name(char* out, size_t n, char kind, bool numbered) {
+  char pid[24], seq[24], k[24];
+  format_u64(static_cast<uint64_t>(getpid()), pid, sizeof pid);
+  {
+    LockGuard g(g_lock);
+    uint64_t* kind_seq = kind == 'i' ? &g_idump_seq : kind == 'u' ? &g_udump_seq : kind == 's' ? &g_sdump_seq
+                                                                                                : &g_mdump_seq;
+    format_u64(g_dump_seq++, seq, sizeof seq);
+    format_u64(numbered ? (*kind_seq)++ : 0, k, sizeof k);
+  }
+  size_t len = 0;
+  auto put = [&](const char* s) {
+    for (; *s && len + 1 < n; s++) out[len++] = *s;
+  };
+  put(g_prefix);
+  put(".");
+  put(pid);
+  put(".");
+  put(seq);
+  put(".");
+  char kk[2] = {kind, '\0'};
+  put(kk);
+  if (numbered) put(k);
+  put(".heap");
+  out[len] = '\0';
+}
+
+int dump_to(const char* path) {
+  int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return EFAULT;
+  bool ok = write_profile(fd);
+  ok = ::close(fd) == 0 && ok;
+  return ok ? 0 : EFAULT;
+}
+
+}  // namespace
+
+// The handler writes the dump itself where this thread is not inside the
+// allocator (no lock of ours held, no call of ours under way: the dump
+// takes the table's lock and writes with write(2), allocating nothing);
+// else the thread's next allocation does. A signal that stops the program
+// stops it after its dump.
+void on_signal(int sig) {
+  const int saved = errno;
+  g_want.fetch_or(sig == g_stop_signal ? kWantSignal | kWantStop : kWantSignal, std::memory_order_relaxed);
+  if (!t_busy && !core::inside_allocator_now()) write_wanted();
+  errno = saved;
+}
+
+// Writes the dumps asked for (see g_want), outside any lock of ours.
+void write_wanted() {
+  const unsigned want = g_want.exchange(0, std::memory_order_acquire);
+  if (want == 0 || g_prefix[0] == '\0') return;
+  const bool was_busy = t_busy;
+  t_busy = true;  // nothing this thread allocates meanwhile is sampled
+  char name[kMaxPath];
+  const struct {
+    unsigned bit;
+    char kind;
+  } kinds[] = {{kWantInterval, 'i'}, {kWantGdump, 'u'}, {kWantSignal, 's'}};
+  for (const auto& k : kinds) {
+    if (!(want & k.bit)) continue;
+    dump_name(name, sizeof name, k.kind, true);
+    (void)dump_to(name);
+  }
+  t_busy = was_busy;
+  if (want & kWantStop) {
+    // Blocked while its handler runs: delivered, with its default action,
+    // once the handler returns (or at once outside it).
+    signal(g_stop_signal, SIG_DFL);
+    raise(g_stop_signal);
+  }
+}
+
+// ---- dumps --------------------------------------------------------------
+int dump(const char* filename) noexcept {
+  if (!g_enabled) return EFAULT;
+  char name[kMaxPath];
+  if (filename == nullptr) {
+    if (g_prefix[0] == '\0') return EFAULT;
+    dump_name(name, sizeof name, 'm', true);
+    filename = name;
+  }
+  return dump_to(filename);
+}
+
+void at_exit() noexcept {
+  if (!g_enabled || !g_final || g_prefix[0] == '\0') return;
+  char name[kMaxPath];
+  dump_name(name, sizeof name, 'f', false);
+  const bool written = dump_to(name) == 0;
+  if (!g_leak) return;
+  const Totals t = live_totals();
+  if (t.samples == 0) return;
+  Out o(g_exit_fd);
+  o.str("<ductile>: Leak approximation summary: ~").u64(static_cast<uint64_t>(t.est_bytes + 0.5));
+  o.str(" bytes, ~").u64(static_cast<uint64_t>(t.est_objects + 0.5)).str(" objects, >= ").u64(t.stacks);
+  o.str(" contexts\n");
+  if (written) o.str("<ductile>: Run google-pprof on \"").str(name).str("\" for leak detail\n");
+}
+
+}  // namespace ductile::core::prof
