@@ -143,6 +143,12 @@ EXTRA_DIST += test/integration/prof_test.sh
 TESTS += test/integration/env_test.sh
 EXTRA_DIST += test/integration/env_test.sh
 
+# The source tree's layout: the layer rule, the core's include order, the
+# one file that calls the kernel, files of at most 500 lines that say what
+# they own.
+TESTS += test/integration/layout_test.sh
+EXTRA_DIST += test/integration/layout_test.sh
+
 # The README's quick start: two commands, the first one working as root
 # without sudo and as a user with it (stub apt-get and sudo).
 TESTS += test/integration/readme_test.sh

@@ -6,7 +6,7 @@
 // MALLOCX_ZERO, bits 8-19 the thread cache (0: the calling thread's; 1:
 // MALLOCX_TCACHE_NONE, which bypasses it; t + 2: MALLOCX_TCACHE(t), which is
 // served by the calling thread's cache), bits 20 and up the arena + 1 (every
-// arena index is served by the one arena: see arenas.create in mallctl.cc).
+// arena index is served by the one arena: see arenas.create in mallctl_leaves.cc).
 #include <errno.h>
 
 #include "core/runtime.h"

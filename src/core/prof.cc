@@ -1,13 +1,12 @@
 // SPDX-License-Identifier: BSD-2-Clause
 // Heap profiling's sampling: the table of stacks, capturing a stack, samples
-// and their buckets, the arithmetic, the switches (dumps: prof_dump.cc).
+// and their buckets, the arithmetic, prof.active and prof.gdump (start-up
+// from the options and the dumps: prof_dump.cc).
 #include "core/prof.h"
 
 #include <dlfcn.h>
 #include <execinfo.h>
-#include <fcntl.h>
 #include <link.h>
-#include <signal.h>
 
 #include <atomic>
 #include <cstring>
@@ -15,7 +14,7 @@
 #include "base/fork_gate.h"
 #include "base/lock.h"
 #include "core/prof_table.h"
-#include "core/runtime.h"
+#include "core/state.h"
 
 namespace ductile::core::prof {
 
@@ -39,23 +38,21 @@ __thread bool t_busy __attribute__((tls_model("initial-exec"))) = false;
 
 Mutex g_lock;  // the table, the samples' records and the counters below
 Bucket* g_table[kTableSize];
+std::atomic<bool> g_active{false};
+std::atomic<size_t> g_lg{19};
+int g_lg_interval = -1;
+std::atomic<bool> g_gdump{false};
 
 namespace {
 
 Sample* g_free_samples = nullptr;
 uint64_t g_epoch = 0;
 
-std::atomic<bool> g_active{false};
-std::atomic<size_t> g_lg{19};
-
-// lg_prof_interval: -1 for none; the bytes counted so far.
-int g_lg_interval = -1;
-std::atomic<uint64_t> g_interval_bytes{0};
+std::atomic<uint64_t> g_interval_bytes{0};  // the bytes counted towards lg_prof_interval
 // The bytes this thread had allocated at its last sampling step.
 __thread uint64_t t_counted __attribute__((tls_model("initial-exec"))) = 0;
 
-// prof.gdump, and the live sampled bytes and their highest mark (g_lock).
-std::atomic<bool> g_gdump{false};
+// The live sampled bytes and their highest mark (g_lock).
 uint64_t g_live_bytes = 0;
 uint64_t g_live_high = 0;
 
@@ -225,39 +222,6 @@ uint64_t draw_interval(uint64_t* rng, size_t lg) noexcept {
 }
 
 // ---- switches -----------------------------------------------------------
-void init(const Options& o) noexcept {
-  g_enabled = kProf && o.prof;
-  g_final = o.prof_final;
-  g_leak = o.prof_leak;
-  std::memcpy(g_prefix, o.prof_prefix, sizeof g_prefix);
-  g_prefix[sizeof g_prefix - 1] = '\0';
-  g_lg.store(o.lg_prof_sample, std::memory_order_relaxed);
-  g_active.store(g_enabled && o.prof_active, std::memory_order_release);
-  g_lg_interval = o.lg_prof_interval;
-  g_gdump.store(o.prof_gdump, std::memory_order_relaxed);
-  if (g_enabled && o.prof_signal > 0 && g_prefix[0] != '\0') {
-    // The handler writes the dump or leaves it to the next allocation (see
-    // on_signal). SA_RESTART: the program's interrupted system calls go on.
-    struct sigaction sa;
-    std::memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    struct sigaction old;
-    if (sigaction(o.prof_signal, &sa, &old) != 0) {
-      warn("prof_signal: the signal's handler could not be set");
-    } else {
-      const int s = o.prof_signal;
-      if (old.sa_handler == SIG_DFL && (s == SIGTERM || s == SIGINT || s == SIGHUP || s == SIGQUIT)) g_stop_signal = s;
-    }
-  }
-  if (g_enabled && g_final && g_leak) {
-    // Programs may close stderr in an atexit handler that runs first.
-    int fd = fcntl(2, F_DUPFD_CLOEXEC, 64);
-    if (fd >= 0) g_exit_fd = fd;
-  }
-}
-
 bool enabled() noexcept { return g_enabled; }
 bool active() noexcept { return g_active.load(std::memory_order_acquire); }
 size_t lg_sample() noexcept { return g_lg.load(std::memory_order_relaxed); }
@@ -273,10 +237,6 @@ bool set_gdump(bool on) noexcept {
 bool set_active(bool on) noexcept {
   if (!g_enabled) return false;
   return g_active.exchange(on, std::memory_order_acq_rel);
-}
-
-void poll() noexcept {
-  if (DUCTILE_UNLIKELY(g_want.load(std::memory_order_relaxed) != 0) && !t_busy) write_wanted();
 }
 
 bool due(const Clock& c, size_t bytes, bool count) noexcept {

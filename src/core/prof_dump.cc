@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
-// Heap profiles written out: a dump's text and name, the files, the
-// prof_signal handler, prof.dump, and the final dump with its leak summary.
+// The profiler started from the options (with its prof_signal handler), and
+// heap profiles written out: a dump's text and name, the files, the dumps
+// asked for, prof.dump, and the final dump with its leak summary.
 #include "core/prof.h"
 
 #include <fcntl.h>
@@ -12,7 +13,7 @@
 
 #include "base/lock.h"
 #include "core/prof_table.h"
-#include "core/runtime.h"
+#include "core/state.h"
 
 namespace ductile::core::prof {
 
@@ -161,7 +162,7 @@ int dump_to(const char* path) {
   return ok ? 0 : EFAULT;
 }
 
-}  // namespace
+void write_wanted();
 
 // The handler writes the dump itself where this thread is not inside the
 // allocator (no lock of ours held, no call of ours under way: the dump
@@ -198,6 +199,46 @@ void write_wanted() {
     signal(g_stop_signal, SIG_DFL);
     raise(g_stop_signal);
   }
+}
+
+}  // namespace
+
+// ---- switches -----------------------------------------------------------
+void init(const Options& o) noexcept {
+  g_enabled = kProf && o.prof;
+  g_final = o.prof_final;
+  g_leak = o.prof_leak;
+  std::memcpy(g_prefix, o.prof_prefix, sizeof g_prefix);
+  g_prefix[sizeof g_prefix - 1] = '\0';
+  g_lg.store(o.lg_prof_sample, std::memory_order_relaxed);
+  g_active.store(g_enabled && o.prof_active, std::memory_order_release);
+  g_lg_interval = o.lg_prof_interval;
+  g_gdump.store(o.prof_gdump, std::memory_order_relaxed);
+  if (g_enabled && o.prof_signal > 0 && g_prefix[0] != '\0') {
+    // The handler writes the dump or leaves it to the next allocation (see
+    // on_signal). SA_RESTART: the program's interrupted system calls go on.
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    struct sigaction old;
+    if (sigaction(o.prof_signal, &sa, &old) != 0) {
+      warn("prof_signal: the signal's handler could not be set");
+    } else {
+      const int s = o.prof_signal;
+      if (old.sa_handler == SIG_DFL && (s == SIGTERM || s == SIGINT || s == SIGHUP || s == SIGQUIT)) g_stop_signal = s;
+    }
+  }
+  if (g_enabled && g_final && g_leak) {
+    // Programs may close stderr in an atexit handler that runs first.
+    int fd = fcntl(2, F_DUPFD_CLOEXEC, 64);
+    if (fd >= 0) g_exit_fd = fd;
+  }
+}
+
+void poll() noexcept {
+  if (DUCTILE_UNLIKELY(g_want.load(std::memory_order_relaxed) != 0) && !t_busy) write_wanted();
 }
 
 // ---- dumps --------------------------------------------------------------

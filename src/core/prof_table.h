@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 // The heap profiler's shared state: the table of stacks and its lock, the
-// options, the dumps asked for (sampling: prof.cc; dumps: prof_dump.cc).
+// options, the dumps asked for (sampling: prof.cc; start-up and dumps:
+// prof_dump.cc).
 #pragma once
 
 #include <atomic>
@@ -37,6 +38,13 @@ extern int g_exit_fd;
 // the dumps' sequence numbers.
 extern Mutex g_lock;
 extern Bucket* g_table[kTableSize];
+// prof.active, and lg_prof_sample (prof.lg_sample).
+extern std::atomic<bool> g_active;
+extern std::atomic<size_t> g_lg;
+// lg_prof_interval: -1 for none.
+extern int g_lg_interval;
+// prof.gdump.
+extern std::atomic<bool> g_gdump;
 
 // Dumps asked for and not yet written: a bit per kind. Set by the interval
 // count, a new high of the live bytes and the signal handler (an atomic
@@ -62,9 +70,5 @@ void for_each_bucket(F f) {
 // The sampling rate: a sample per 2^lg_sample bytes, on average.
 uint64_t rate();
 
-// prof_signal's handler, and the writer of the dumps asked for (g_want);
-// both in prof_dump.cc.
-void on_signal(int sig);
-void write_wanted();
 
 }  // namespace ductile::core::prof

@@ -1,15 +1,9 @@
 // SPDX-License-Identifier: BSD-2-Clause
-// Statistics: the snapshot of every layer's counters, heap_info, and the
-// print entry points (the formats are in stats_format.cc).
+// Statistics read: the snapshot of every layer's counters, and heap_info's
+// totals derived from it (printed by stats_format.cc).
 #include "core/stats.h"
 
-#include <fcntl.h>
-
-#include <cstdlib>
-
-#include "base/thread.h"
-#include "core/runtime.h"
-#include "core/stats_format.h"
+#include "core/state.h"
 
 namespace ductile::core {
 
@@ -71,44 +65,6 @@ HeapInfo heap_info(const StatsSnapshot& s) noexcept {
   h.hblkhd = s.huge.active;
   h.keepcost = s.chunk.dirty + region_free + empty_slab_bytes;
   return h;
-}
-
-namespace {
-
-void print_to(WriteFn write, void* opaque, int fd, const char* opts) {
-  // On the stack (about 2 KiB plus the 1 KiB output buffer): printing must
-  // not allocate.
-  StatsSnapshot s;
-  take_snapshot(s);
-  Out o(write, opaque, fd);
-  if (has(opts, 'J')) print_json(o, s, opts);
-  else print_text(o, s, opts);
-}
-
-int g_exit_fd = 2;
-
-void at_exit() { print_to(nullptr, nullptr, g_exit_fd, rt().opts.stats_print_opts); }
-
-}  // namespace
-
-void print_stats(WriteFn write, void* opaque, const char* opts) noexcept {
-  const NoCancel no_cancel;  // write(2) would be a cancellation point
-  print_to(write, opaque, 2, opts);
-}
-
-void print_xml(WriteFn write, void* opaque) noexcept {
-  const NoCancel no_cancel;
-  StatsSnapshot s;
-  take_snapshot(s);
-  Out o(write, opaque);
-  print_xml_to(o, s);
-}
-
-void print_stats_at_exit_on() noexcept {
-  // Above the descriptors programs commonly expect to get next (3, 4, ...).
-  int fd = fcntl(2, F_DUPFD_CLOEXEC, 64);
-  if (fd >= 0) g_exit_fd = fd;
-  atexit(at_exit);
 }
 
 }  // namespace ductile::core

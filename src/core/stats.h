@@ -83,6 +83,14 @@ struct HeapInfo {
 };
 HeapInfo heap_info(const StatsSnapshot& s) noexcept;
 
+// a - b, or 0 where b is the larger.
+inline size_t sub_or_zero(size_t a, size_t b) { return a > b ? a - b : 0; }
+
+// The growth paths' names, in huge::GrowthPath's order.
+inline constexpr const char* kGrowthNames[] = {"headroom", "neighbour", "fixed_map", "mremap", "copy"};
+static_assert(sizeof kGrowthNames / sizeof kGrowthNames[0] == huge::kGrowthPaths,
+              "a name for every growth path");
+
 // Names of the huge layer's growth paths as mallctl and the printer spell
 // them: "headroom", "neighbour", "fixed_map", "mremap", "copy".
 const char* growth_name(size_t path) noexcept;

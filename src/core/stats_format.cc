@@ -1,10 +1,15 @@
 // SPDX-License-Identifier: BSD-2-Clause
-// The statistics' formats: readable text and JSON for malloc_stats_print,
-// and malloc_info's XML.
+// The statistics printed: readable text and JSON for malloc_stats_print and
+// the summary at exit, and malloc_info's XML.
 #include "core/stats_format.h"
 
+#include <fcntl.h>
+
+#include <cstdlib>
+
+#include "base/thread.h"
 #include "core/options.h"
-#include "core/runtime.h"
+#include "core/state.h"
 
 namespace ductile::core {
 
@@ -349,6 +354,44 @@ void print_xml_to(Out& o, const StatsSnapshot& s) {
     x.open("syscall").attr("name", os::call_name(static_cast<os::Call>(i))).attr("count", s.calls[i]).end();
   x.close("ductile");
   x.close("malloc");
+}
+
+namespace {
+
+void print_to(WriteFn write, void* opaque, int fd, const char* opts) {
+  // On the stack (about 2 KiB plus the 1 KiB output buffer): printing must
+  // not allocate.
+  StatsSnapshot s;
+  take_snapshot(s);
+  Out o(write, opaque, fd);
+  if (has(opts, 'J')) print_json(o, s, opts);
+  else print_text(o, s, opts);
+}
+
+int g_exit_fd = 2;
+
+void at_exit() { print_to(nullptr, nullptr, g_exit_fd, rt().opts.stats_print_opts); }
+
+}  // namespace
+
+void print_stats(WriteFn write, void* opaque, const char* opts) noexcept {
+  const NoCancel no_cancel;  // write(2) would be a cancellation point
+  print_to(write, opaque, 2, opts);
+}
+
+void print_xml(WriteFn write, void* opaque) noexcept {
+  const NoCancel no_cancel;
+  StatsSnapshot s;
+  take_snapshot(s);
+  Out o(write, opaque);
+  print_xml_to(o, s);
+}
+
+void print_stats_at_exit_on() noexcept {
+  // Above the descriptors programs commonly expect to get next (3, 4, ...).
+  int fd = fcntl(2, F_DUPFD_CLOEXEC, 64);
+  if (fd >= 0) g_exit_fd = fd;
+  atexit(at_exit);
 }
 
 }  // namespace ductile::core

@@ -13,12 +13,6 @@
 
 namespace ductile::core {
 
-inline constexpr const char* kGrowthNames[] = {"headroom", "neighbour", "fixed_map", "mremap", "copy"};
-static_assert(sizeof kGrowthNames / sizeof kGrowthNames[0] == huge::kGrowthPaths,
-              "a name for every growth path");
-
-inline size_t sub_or_zero(size_t a, size_t b) { return a > b ? a - b : 0; }
-
 // ---- output ------------------------------------------------------------
 // Text is collected in a stack buffer and handed on in pieces: no allocation,
 // no lock held while the callback runs.
