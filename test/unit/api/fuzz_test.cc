@@ -1,7 +1,4 @@
 // SPDX-License-Identifier: BSD-2-Clause
-// The API fuzzer's driver (test/fuzz/api_driver.h) on inputs from a fixed
-// seed: the same sequences on every run, bounded in time, inside make check.
-// `make fuzz` runs the driver under libFuzzer for long runs.
 #include <cstdint>
 #include <cstdio>
 #include <random>

@@ -1,7 +1,4 @@
 // SPDX-License-Identifier: BSD-2-Clause
-// Every replaceable operator new and delete, as ductile defines them: the
-// library's objects are linked into this program, so its new-expressions,
-// and libstdc++'s own calls to operator new, reach ductile.
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>

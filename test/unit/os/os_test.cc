@@ -1,17 +1,11 @@
 // SPDX-License-Identifier: BSD-2-Clause
-// The OS layer against a fake kernel: feature probes, fallbacks that stick,
-// batched purges, map-at-address without clobbering, and the counters.
 #include <sys/mman.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <memory>
 
 #include <gtest/gtest.h>
 
-#include "base/lock.h"
 #include "os/os.h"
 #include "support/fake_kernel.h"
 #include "support/maps.h"
@@ -27,14 +21,6 @@ using os::Range;
 using os::RemapMode;
 using test::FakeKernel;
 using test::Sys;
-
-// Maps n pages the test owns directly (not through the Os) and fills them.
-char* scratch(size_t pages, char fill = 'x') {
-  void* p = ::mmap(nullptr, pages * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  EXPECT_NE(p, MAP_FAILED);
-  std::memset(p, fill, pages * kPage);
-  return static_cast<char*>(p);
-}
 
 bool all_zero(const char* p, size_t n) {
   for (size_t i = 0; i < n; i++)
@@ -58,23 +44,6 @@ TEST(OsProbe, ThisKernelAnswers) {
   EXPECT_TRUE(os.features().populate_write);
   EXPECT_EQ(os.features().thp, os::ThpMode::kMadvise);
   EXPECT_FALSE(os.features().strict_overcommit);
-}
-
-// The real kernel layer must find what a direct system call finds: batched
-// purges on our own process (PIDFD_SELF, or a pidfd of our own), and pidfd_open.
-TEST(OsProbe, RealKernelFindsWhatADirectCallFinds) {
-  char* p = scratch(2);
-  struct iovec iov[2] = {{p, kPage}, {p + kPage, kPage}};
-  bool self_works = ::syscall(SYS_process_madvise, -10000, iov, 2, MADV_DONTNEED, 0u) == 2 * kPage;
-  int fd = static_cast<int>(::syscall(SYS_pidfd_open, getpid(), 0u));
-  bool fd_works = fd >= 0 && ::syscall(SYS_process_madvise, fd, iov, 2, MADV_DONTNEED, 0u) == 2 * kPage;
-  if (fd >= 0) ::close(fd);
-  ::munmap(p, 2 * kPage);
-  Os os(os::linux_kernel());
-  EXPECT_EQ(os.features().batch_purge, self_works || fd_works);
-  EXPECT_TRUE(os.features().map_fixed_noreplace);
-  // On the machines this project targets (Linux 6.13 or later) it must work.
-  EXPECT_TRUE(self_works || fd_works) << "process_madvise on our own process is refused by this kernel";
 }
 
 TEST(OsProbe, ThpModeAndOvercommitFromSys) {
@@ -146,65 +115,6 @@ TEST(OsReserve, StrictOvercommitCommitsWithMprotect) {
   EXPECT_EQ(os.decommit(p, 2 * kPage), os::Decommit::kDecommitted);
   EXPECT_EQ(os.counters().get(Call::kMmap), 2u);  // reserve + PROT_NONE over the range
   EXPECT_TRUE(os.unmap(p, 4 * kPage));
-}
-
-// ---- the mapping limit (vm.max_map_count), on the fake kernel's model
-
-TEST(OsMapLimit, ReadsTheLimitAndCountsRarely) {
-  FakeKernel k;
-  k.map_limit = 1000;
-  k.thp = "always [madvise] never\n";
-  Os os(k);
-  EXPECT_EQ(os.features().max_map_count, 1000u);
-  EXPECT_EQ(os.map_budget().threshold(), 500u);
-  EXPECT_EQ(os.map_budget().counts(), 0u);  // no count at start-up
-  // Advice on every other page of a reservation: each splits it, until half
-  // the limit; then none, and the rest stays the program's.
-  constexpr size_t kPages = 2000;
-  char* p = static_cast<char*>(os.reserve(kPages * kPage));
-  ASSERT_NE(p, nullptr);
-  size_t advised = 0;
-  for (size_t i = 1; i < kPages; i += 2) advised += os.advise_huge_part(p + i * kPage, kPage);
-  EXPECT_TRUE(os.maps_tight());
-  EXPECT_GE(k.mappings(), 500u);
-  EXPECT_LE(k.mappings(), 1000u * 5 / 8);
-  EXPECT_EQ(k.map_refusals(), 0u);
-  EXPECT_EQ(advised + os.counters().splits_avoided.load(), kPages / 2);
-  // Each count (about 0.5 us a mapping) came after many calls.
-  EXPECT_LE(os.map_budget().counts(), 40u);
-  // Whole mappings are still advised: no split.
-  char* q = static_cast<char*>(os.reserve(4 * kPage));
-  EXPECT_TRUE(os.advise_huge(q, 4 * kPage));
-  // The program lets its mappings go: the next counts see it.
-  EXPECT_TRUE(os.unmap(p, kPages * kPage));
-  for (int i = 0; i < 1000 && os.maps_tight(); i++) (void)os.advise_huge_part(q + kPage, kPage);
-  EXPECT_FALSE(os.maps_tight());
-  EXPECT_TRUE(os.unmap(q, 4 * kPage));
-}
-
-TEST(OsMapLimit, DecommitRefusedForTheLimitPurgesInstead) {
-  FakeKernel k;
-  k.overcommit = "2\n";
-  k.map_limit = 10000;  // (a count comes after hundreds of calls)
-  Os os(k);
-  char* p = static_cast<char*>(os.reserve(8 * kPage));
-  ASSERT_NE(p, nullptr);
-  ASSERT_TRUE(os.commit(p, 8 * kPage));
-  std::memset(p, 'x', 8 * kPage);
-  k.other_mappings = 10000 - k.mappings();  // the program holds the rest
-  // PROT_NONE over the middle would split the mapping: refused, so the
-  // pages are purged and the range stays committed.
-  EXPECT_EQ(os.decommit(p + 2 * kPage, 2 * kPage), os::Decommit::kPurged);
-  EXPECT_EQ(p[2 * kPage], 0);
-  p[2 * kPage] = 1;  // still writable
-  EXPECT_EQ(k.map_refusals(), 1u);
-  EXPECT_TRUE(os.maps_tight());  // the refusal had the mappings counted
-  // Now the split is not even tried.
-  EXPECT_EQ(os.decommit(p + 5 * kPage, kPage), os::Decommit::kPurged);
-  EXPECT_EQ(k.map_refusals(), 1u);
-  // A whole mapping decommits as before.
-  k.other_mappings = 0;
-  EXPECT_TRUE(os.unmap(p, 8 * kPage));
 }
 
 TEST(OsReserveAt, MapsExactlyThereWhenFree) {
@@ -592,20 +502,3 @@ TEST(OsGuard, ARefusedGuardFailsWithNothingChanged) {
 
 }  // namespace
 }  // namespace ductile
-
-// ductile's locks guard short sections that two threads often want at once
-// (the chunk layer's, a bin's): each spins a little before it sleeps in the
-// kernel, and so does the lock a forked child re-creates. (A plain mutex
-// slept and woke on every collision: short-threads spent a third of its
-// time in futex calls.) glibc keeps the kind in the mutex itself.
-TEST(BaseLock, SpinsBeforeItSleepsAlsoAfterFork) {
-  static ductile::Mutex m;  // statically initialised, as ductile's are
-  EXPECT_EQ(m.native()->__data.__kind, PTHREAD_MUTEX_ADAPTIVE_NP);
-  m.lock();
-  m.reinit_after_fork();  // as in a child: the parent's state is dropped
-  EXPECT_EQ(m.native()->__data.__kind, PTHREAD_MUTEX_ADAPTIVE_NP);
-  EXPECT_TRUE(m.try_lock());
-  m.unlock();
-  EXPECT_EQ(ductile::t_locks_held, 1u);  // the lock() before the re-creation
-  ductile::t_locks_held = 0;
-}
