@@ -1,4 +1,9 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// jemalloc's extended API (api/allocx.cc): mallocx, nallocx, sallocx, rallocx, xallocx, dallocx and
+// sdallocx, their flags, and MALLOCX_TCACHE_NONE.
+//
+// This program links the library's objects, so ductile is also the allocator of the
+// test process itself.
 #include <errno.h>
 
 #include <cstddef>
@@ -12,13 +17,17 @@
 #include "ductile/ductile.h"
 #include "small/size_classes.h"
 #include "support/patterns.h"
+#include "unit/api/api_helpers.h"
 
 namespace ductile {
 namespace {
 
 using test::all_zero;
 using test::check;
+using test::edge_sizes;
 using test::fill;
+using test::kMaxSize;
+using test::kMiB;
 
 // ---- flags -------------------------------------------------------------
 

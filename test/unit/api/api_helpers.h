@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+// Helpers that the API layer's tests share: sizes around every range's edges, and mallctl reads.
+#pragma once
 
 #include <cstddef>
 #include <cstdint>
@@ -8,10 +11,15 @@
 #include "core/runtime.h"
 #include "ductile/ductile.h"
 
+namespace ductile::test {
 
+inline constexpr size_t kMaxSize = static_cast<size_t>(PTRDIFF_MAX);
+inline constexpr size_t kMiB = size_t{1} << 20;
 
+inline size_t threshold() { return core::rt().huge.options().threshold; }
 
 // Sizes around every range's edges: small, medium, huge.
+inline std::vector<size_t> edge_sizes() {
   std::vector<size_t> v = {1,    7,    8,     9,      16,     17,     100,    1024,          1025,
                            4096, 4097, 16384, 16385,  20000,  65536,  100000, 1048576 + 1};
   size_t t = threshold();
@@ -28,3 +36,4 @@ T read_ctl(const char* name) {
   return v;
 }
 
+}  // namespace ductile::test

@@ -1,4 +1,10 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The API fuzzer's driver on fixed seeds (a cross-cutting suite, kept by its concern under api/,
+// whose entry points it drives).
+//
+// The driver (test/fuzz/api_driver.h) runs inputs from a fixed seed: the same
+// sequences on every run, bounded in time, inside make check. `make fuzz` runs
+// the driver under libFuzzer for long runs.
 #include <cstdint>
 #include <cstdio>
 #include <random>

@@ -1,4 +1,10 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// glibc's malloc_info as ductile answers it (api/glibc.cc): well-formed XML with the figures,
+// glibc's answer to options, and a stream that allocates.
+//
+// This program links the library's objects, so ductile is the allocator of the whole
+// test process; glibc's own functions, the reference for "as glibc", are looked up
+// past it (RTLD_NEXT).
 #include <errno.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -16,10 +22,14 @@
 #include "ductile/ductile.h"
 #include "small/size_classes.h"
 #include "support/xml_check.h"
+#include "unit/api/glibc_helpers.h"
 
 namespace ductile {
 namespace {
 
+using test::from_libc;
+using test::kMiB;
+using test::opaque;
 
 // ---- malloc_info ---------------------------------------------------------
 

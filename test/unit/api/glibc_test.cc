@@ -1,4 +1,10 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// glibc's allocator interface as ductile answers it (api/glibc.cc): mallinfo2, mallinfo,
+// malloc_stats, mallopt, the __libc_ names, and C23's free_sized and free_aligned_sized.
+//
+// This program links the library's objects, so ductile is the allocator of the whole
+// test process; glibc's own functions, the reference for "as glibc", are looked up
+// past it (RTLD_NEXT).
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -21,6 +27,7 @@
 #include "ductile/ductile.h"
 #include "small/size_classes.h"
 #include "support/patterns.h"
+#include "unit/api/glibc_helpers.h"
 
 // Declared here: the C library's headers declare neither these (glibc's
 // internal names) nor, before C23 support, the sized frees.
@@ -41,6 +48,9 @@ namespace {
 
 using test::check;
 using test::fill;
+using test::from_libc;
+using test::kMiB;
+using test::opaque;
 
 constexpr size_t kKiB = 1024;
 

@@ -1,8 +1,14 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// mallctl's leaves (api/mallctl_leaves.cc): each name's answer, jemalloc's read and write rules,
+// arenas and thread caches, the options, decay, and the counters.
+//
+// This program links the library's objects, so ductile is also the allocator of the
+// test process itself.
 #include <errno.h>
 #include <sys/types.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -16,12 +22,17 @@
 #include "ductile/ductile.h"
 #include "small/size_classes.h"
 #include "support/patterns.h"
+#include "unit/api/api_helpers.h"
 
 namespace ductile {
 namespace {
 
 using test::check;
+using test::edge_sizes;
 using test::fill;
+using test::kMiB;
+using test::read_ctl;
+using test::threshold;
 
 // The version the library reports is configure.ac's (AC_INIT, PACKAGE_VERSION
 // in config.h), through ductile_version() and mallctl("version") alike.

@@ -1,4 +1,8 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// mallctl's name tree and entry points (api/mallctl.cc): unknown names, and the MIB forms.
+//
+// This program links the library's objects, so ductile is also the allocator of the
+// test process itself.
 #include <errno.h>
 
 #include <algorithm>
@@ -9,10 +13,12 @@
 #include <gtest/gtest.h>
 
 #include "ductile/ductile.h"
+#include "unit/api/api_helpers.h"
 
 namespace ductile {
 namespace {
 
+using test::read_ctl;
 
 TEST(Mallctl, UnknownNamesAreEnoent) {
   size_t v;

@@ -1,9 +1,15 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The malloc family's entry points (api/malloc.cc): their edge cases as glibc answers them, huge and
+// impossible alignments, the ABI's alignment, and sparsely touched huge blocks.
+//
+// This program links the library's objects, so ductile is also the allocator of the
+// test process itself.
 #include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <new>
 #include <string>
@@ -14,6 +20,7 @@
 #include "small/size_classes.h"
 #include "support/maps.h"
 #include "support/patterns.h"
+#include "unit/api/api_helpers.h"
 
 // glibc's own allocator, the reference for "matches glibc". ductile defines
 // its __libc_ names too, so they are looked up past this program, in the C
@@ -36,6 +43,8 @@ namespace {
 
 using test::check;
 using test::fill;
+using test::kMaxSize;
+using test::kMiB;
 
 // Hides a constant from the compiler's allocation-size warnings.
 size_t opaque(size_t v) {

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Every replaceable operator new and delete (api/new_delete.cc), as ductile defines them: linked
+// in, this program's new-expressions and libstdc++'s own calls reach ductile.
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// ductile's locks (base/lock.h): each spins a little before it sleeps, also as a forked child
+// re-creates it.
+#include <pthread.h>
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Reservation and carving in the chunk layer (chunk/carve.cc): reservations and their limits,
+// each space's own, dirty runs, alignment, alloc-at-address, commits under strict overcommit.
 #include <sys/mman.h>
 
 #include <cerrno>
@@ -9,6 +11,7 @@
 
 #include "chunk/chunk.h"
 #include "support/fake_kernel.h"
+#include "unit/chunk/chunk_fixture.h"
 
 namespace ductile {
 namespace {
@@ -18,7 +21,9 @@ using chunk::ChunkLayer;
 using chunk::Extent;
 using chunk::ExtentState;
 using chunk::GrowPath;
+using test::ChunkTest;
 using test::Sys;
+using test::kMiB;
 
 TEST_F(ChunkTest, AllocReturnsAlignedCommittedPages) {
   for (size_t align : {kPage, 64 * kPage, kHugePage, 4 * kHugePage}) {

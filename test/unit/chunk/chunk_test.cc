@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The chunk layer (chunk/chunk.cc): recycling, coalescing, its records in the page map, lookup,
+// free, statistics, hysteresis, and a multi-threaded stress test.
 #include <cstring>
 #include <random>
 #include <thread>
@@ -9,6 +11,7 @@
 #include "chunk/chunk.h"
 #include "support/fake_clock.h"
 #include "support/fake_kernel.h"
+#include "unit/chunk/chunk_fixture.h"
 
 namespace ductile {
 namespace {
@@ -18,8 +21,10 @@ using chunk::ChunkLayer;
 using chunk::Extent;
 using chunk::ExtentState;
 using chunk::GrowPath;
+using test::ChunkTest;
 using test::FakeClock;
 using test::FakeKernel;
+using test::kMiB;
 
 TEST_F(ChunkTest, FreedExtentIsRecycledWithoutSyscalls) {
   Extent* e = alloc(8 * kPage);

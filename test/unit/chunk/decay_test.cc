@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Purge and decay in the chunk layer (chunk/decay.cc): decay under a fake clock and its budget,
+// the doorbell, batched and failed purges, and purges near the mapping limit.
 #include <pthread.h>
 #include <sys/mman.h>
 
@@ -12,6 +14,8 @@
 #include "support/fake_clock.h"
 #include "support/fake_kernel.h"
 #include "support/layers.h"
+#include "support/maps.h"
+#include "unit/chunk/chunk_fixture.h"
 
 namespace ductile {
 namespace {
@@ -19,7 +23,9 @@ namespace {
 using chunk::Allocation;
 using chunk::Extent;
 using chunk::GrowPath;
+using test::ChunkTest;
 using test::Sys;
+using test::kMiB;
 
 TEST_F(ChunkTest, DecayPurgesOnlyAfterTheDecayTime) {
   Extent* e = alloc(8 * kPage);

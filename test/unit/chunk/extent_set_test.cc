@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The chunk layer's free sets (chunk/extent_set.cc): buckets, the best fit and then the newest,
+// alignment, and the largest buckets first.
 #include <gtest/gtest.h>
 
 #include "chunk/extent_set.h"

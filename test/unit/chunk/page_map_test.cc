@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The page map (chunk/page_map.cc): records and tags, mapped ranges at huge-page boundaries,
+// and pages of slots given back.
 #include <gtest/gtest.h>
 
 #include <vector>

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Growth and shrink of an extent in place (chunk/resize.cc): free neighbours and runs of them,
+// maps past the reservation that never clobber, strict overcommit, and failed maps.
 #include <sys/mman.h>
 
 #include <cerrno>
@@ -8,6 +10,7 @@
 
 #include "chunk/chunk.h"
 #include "support/fake_kernel.h"
+#include "unit/chunk/chunk_fixture.h"
 
 namespace ductile {
 namespace {
@@ -15,7 +18,9 @@ namespace {
 using chunk::Extent;
 using chunk::ExtentState;
 using chunk::GrowPath;
+using test::ChunkTest;
 using test::Sys;
+using test::kMiB;
 
 TEST_F(ChunkTest, GrowTakesTheFreeNeighbour) {
   Extent* a = alloc(4 * kPage);

@@ -1,4 +1,9 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Allocation through the whole allocator (core/alloc.cc): every size class, zero and impossible
+// sizes, calloc's zeroes, and aligned allocation.
+//
+// This program links the library's objects, so ductile is also the allocator of the
+// test process itself.
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -15,6 +20,7 @@ namespace ductile {
 namespace {
 
 using small::class_of;
+using small::class_size;
 using test::check;
 using test::fill;
 

@@ -1,4 +1,9 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Thread caches (core/cache.cc): no chunk-layer call for a cached block, medium bins, a thread's
+// first free, threads without a cache, and a thread's exit.
+//
+// This program links the library's objects, so ductile is also the allocator of the
+// test process itself.
 #include <atomic>
 #include <cstdint>
 #include <cstring>

@@ -1,4 +1,8 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// What changes while the program runs (core/control.cc): trim gives back everything retained.
+//
+// This program links the library's objects, so ductile is also the allocator of the
+// test process itself.
 #include <vector>
 
 #include <gtest/gtest.h>

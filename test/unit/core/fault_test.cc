@@ -1,4 +1,12 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Fault injection through the whole API (a cross-cutting suite, kept by its concern under core/):
+// the N-th memory system call refused, for every N.
+//
+// The runtime's OS layer runs over a fake kernel (this program defines
+// core::runtime_kernel()), and each case is run once for every N, with the
+// N-th memory system call (mmap, munmap, mprotect, mremap, madvise,
+// process_madvise) failing with ENOMEM, until a run makes fewer than N
+// calls. After each run:
 //  * a call that failed returned NULL (or its documented error) with errno
 //    ENOMEM, and only where a fault was injected;
 //  * a call that succeeded gave what it promised (size, alignment, zeroes,

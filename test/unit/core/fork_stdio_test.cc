@@ -1,4 +1,14 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// fork() while other threads use stdio and allocate (a cross-cutting suite, kept by its concern
+// under core/, beside the fork handlers of core/fork.cc).
+//
+// The C library's stdio calls malloc while holding its own locks (getline grows
+// its buffer under the FILE's lock; fflush(NULL) holds the list of open files and
+// locks each FILE in turn), and fork takes the stdio list lock after the
+// pthread_atfork prepare handlers have run. An allocator whose prepare handler
+// takes its locks without regard to stdio's could then deadlock: the forking
+// thread holds the allocator and waits for the list; a thread in fflush(NULL)
+// holds the list and waits for a FILE; a thread in getline holds that FILE and
 // waits for the allocator.
 //
 // The program is built twice: linked with the allocator's objects (ductile

@@ -1,4 +1,8 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The fork handlers (core/fork.cc): the child of a threaded program allocates in every range.
+//
+// This program links the library's objects, so ductile is also the allocator of the
+// test process itself.
 #include <sys/wait.h>
 #include <unistd.h>
 

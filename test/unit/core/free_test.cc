@@ -1,4 +1,9 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// free through the whole allocator (core/free.cc): foreign pointers, the page-map tags that free
+// reads, and frees from other threads.
+//
+// This program links the library's objects, so ductile is also the allocator of the
+// test process itself.
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -17,6 +22,7 @@ namespace ductile {
 namespace {
 
 using small::class_of;
+using small::class_size;
 using test::check;
 using test::fill;
 

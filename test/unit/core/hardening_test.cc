@@ -1,4 +1,9 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Hardening through the whole allocator (a cross-cutting suite, kept by its concern under core/):
+// bad frees found and reported, and guard pages behind huge blocks.
+//
+// This program links the library's objects, so ductile is also the allocator of the
+// test process itself.
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>

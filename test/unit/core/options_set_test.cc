@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Options set through the option table (core/options.cc): set_option's words and refusals,
+// without warnings.
 #include <cstring>
 
 #include <gtest/gtest.h>

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The option table (core/options.cc): every option parsed, malformed entries rejected, the
+// profiling options, and the values printed.
 #include <signal.h>
 
 #include <string>

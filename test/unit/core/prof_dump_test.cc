@@ -1,19 +1,29 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Heap profiles written out (core/prof_dump.cc): google-pprof's heap format, dumps at an interval
+// and at new highs as jemalloc names them, and the dump on a signal.
+//
+// Part of the prof_test program, whose main (prof_test.cc) runs it with profiling on.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "ductile/ductile.h"
+#include "unit/core/prof_helpers.h"
 
 namespace ductile {
 namespace {
 
+using ductile::g_dir;
+using test::ctl;
+using test::kMiB;
+using test::totals;
 
 std::string read_file(const std::string& path) {
   std::string s;

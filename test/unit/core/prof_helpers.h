@@ -1,4 +1,8 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+// Helpers that the heap profiling tests share; prof_test.cc's main runs them with profiling on.
+#pragma once
 
+#include <cstddef>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -8,10 +12,16 @@
 
 namespace ductile {
 
+// Where the dumps go (the prefix is g_dir + "/t"), set by main.
+extern std::string g_dir;
 
+}  // namespace ductile
 
+namespace ductile::test {
 
+inline constexpr size_t kMiB = size_t{1} << 20;
 
+inline core::prof::Totals totals() { return core::prof::live_totals(); }
 
 template <typename T>
 T ctl(const char* name) {
@@ -21,3 +31,4 @@ T ctl(const char* name) {
   return v;
 }
 
+}  // namespace ductile::test

@@ -1,4 +1,11 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Sampled heap profiling (core/prof.cc) with profiling on: each block sampled and released,
+// resizing, threads, the switches, reset, fork, and the sampling's arithmetic.
+//
+// The program runs itself again with DUCTILE_CONF set (the options are read once,
+// at the first allocation, before main), sampling every allocation (lg_prof_sample:0)
+// so that each check is exact. It links the library's objects, so ductile is the
+// allocator of the whole test process.
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +23,7 @@
 #include "core/runtime.h"
 #include "ductile/ductile.h"
 #include "support/patterns.h"
+#include "unit/core/prof_helpers.h"
 
 namespace ductile {
 
@@ -23,6 +31,11 @@ std::string g_dir;  // where the dumps go (the prefix is g_dir + "/t")
 
 namespace {
 
+using test::check;
+using test::ctl;
+using test::fill;
+using test::kMiB;
+using test::totals;
 
 // Every sample taken since `before` was released again, but for what the
 // C library keeps of `threads` threads once they are gone (thread control

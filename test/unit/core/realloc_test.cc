@@ -1,4 +1,9 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// realloc through the whole allocator (core/realloc.cc): contents kept across every range, failures,
+// bad pointers, medium blocks grown in place or packed, and medium blocks grown into huge ones.
+//
+// This program links the library's objects, so ductile is also the allocator of the
+// test process itself.
 #include <sys/mman.h>
 
 #include <algorithm>

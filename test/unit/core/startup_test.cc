@@ -1,4 +1,9 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The Runtime made from the options (core/startup.cc): the dense space by the kernel's THP mode
+// and the policy, and the plain space of an arena of tens of MiB.
+//
+// This program links the library's objects, so ductile is also the allocator of the
+// test process itself.
 #include <vector>
 
 #include <gtest/gtest.h>

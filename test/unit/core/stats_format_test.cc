@@ -1,4 +1,8 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The statistics as text and JSON (core/stats_format.cc), through malloc_stats_print.
+//
+// This program links the library's objects, so ductile is also the allocator of the
+// test process itself.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -9,10 +13,13 @@
 #include "core/runtime.h"
 #include "ductile/ductile.h"
 #include "integration/json_check.h"
+#include "unit/api/api_helpers.h"
 
 namespace ductile {
 namespace {
 
+using test::kMiB;
+using test::read_ctl;
 
 void append(void* out, const char* s) { static_cast<std::string*>(out)->append(s); }
 

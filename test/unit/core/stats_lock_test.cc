@@ -1,4 +1,14 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Reading the statistics takes no lock (a cross-cutting suite through the API, kept by its concern
+// under core/, whose core/stats.cc keeps the figures).
+//
+// mallctl's stats.* after an epoch, mallinfo2 and mallinfo, malloc_stats,
+// malloc_stats_print and malloc_info read counters that the layers keep under
+// their locks, so a read never waits for an allocation, nor an allocation for
+// a read, however large the heap. This program defines pthread_mutex_lock and
+// pthread_mutex_trylock itself: the allocator's objects are linked into it, so
+// every lock they take comes here, is counted for the calling thread, and is
+// passed on to the C library's.
 #include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>

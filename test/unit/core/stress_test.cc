@@ -1,4 +1,9 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Stress through the whole allocator (a cross-cutting suite, kept by its concern under core/):
+// many threads on few cores, and forks while other threads are inside the allocator.
+//
+// This program links the library's objects, so ductile is also the allocator of the
+// test process itself.
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>

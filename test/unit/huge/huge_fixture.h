@@ -1,5 +1,12 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+// The fixture of the huge layer's tests: a huge layer over a chunk layer on the fake kernel,
+// byte patterns, and the checks of the accounting.
+#pragma once
+
 #include <sys/mman.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -11,16 +18,22 @@
 #include "support/fake_kernel.h"
 #include "support/layers.h"
 
+namespace ductile::test {
 
+inline constexpr size_t kMiB = size_t{1} << 20;
+inline constexpr int kMadvHugepage = 14;  // MADV_HUGEPAGE
 
+inline void fill(void* p, size_t n, unsigned char seed) { std::memset(p, seed, n); }
 
 // Every 512th byte and the last: enough to see a lost, moved or zeroed page.
+inline bool holds(const void* p, size_t n, unsigned char seed) {
   const auto* c = static_cast<const unsigned char*>(p);
   for (size_t i = 0; i < n; i += 512)
     if (c[i] != seed) return false;
   return n == 0 || c[n - 1] == seed;
 }
 
+inline bool all_zero(const void* p, size_t n) {
   const auto* c = static_cast<const unsigned char*>(p);
   for (size_t i = 0; i < n; i++)
     if (c[i] != 0) return false;
@@ -36,8 +49,11 @@ class HugeTest : public test::ChunkLayerTest {
     huge_.reset();
     kernel_.clear_failures();
     make_chunks(reservation, kOneSecond, remapped_bound);
+    huge_ = std::make_unique<huge::HugeLayer>(*chunks_, ho);
   }
 
+  chunk::Extent* extent(void* p) {
+    chunk::Extent* e = chunks_->lookup(p);
     EXPECT_NE(e, nullptr);
     if (e != nullptr) {
       EXPECT_EQ(e->kind, chunk::ExtentKind::kHuge);
@@ -51,6 +67,7 @@ class HugeTest : public test::ChunkLayerTest {
     return p;
   }
   void free(void* p) { huge_->free(extent(p)); }
+  uint64_t growth(huge::GrowthPath p) { return huge_->stats().growth[static_cast<size_t>(p)]; }
   uint64_t syscalls() { return os_->counters().total(); }
   uint64_t calls(os::Call c) { return os_->counters().get(c); }
 
@@ -74,9 +91,12 @@ class HugeTest : public test::ChunkLayerTest {
   // mapped there when the address is not ours. Undo with unblock() before
   // checking the accounting.
   struct Blocker {
+    chunk::Extent* ours = nullptr;
     void* foreign = nullptr;
   };
+  Blocker block_after(const chunk::Extent* e) {
     Blocker b;
+    chunk::Extent* n = chunks_->lookup(ptr(e->end()));
     if (n == nullptr) {
       b.foreign = ::mmap(ptr(e->end()), kPage, PROT_READ | PROT_WRITE,
                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
@@ -101,16 +121,20 @@ class HugeTest : public test::ChunkLayerTest {
     if (b.foreign) ::munmap(b.foreign, kPage);
   }
 
+  std::unique_ptr<huge::HugeLayer> huge_;
 };
 
+inline std::vector<test::SysCall> advice_calls(const FakeKernel& k) {
   std::vector<test::SysCall> v;
   for (const auto& c : k.calls())
     if (c.sys == Sys::kMadvise && c.arg == kMadvHugepage) v.push_back(c);
   return v;
 }
 
+inline huge::Options guarded() {
   huge::Options o;
   o.guard = true;
   return o;
 }
 
+}  // namespace ductile::test

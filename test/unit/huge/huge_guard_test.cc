@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Guard pages behind huge blocks (huge/huge.cc, hardened mode): made, moved with growth and
+// shrink, and lifted; by guard markers, by mprotect, and under strict overcommit.
 #include <sys/mman.h>
 
 #include <cerrno>
@@ -12,13 +14,20 @@
 #include "huge/huge.h"
 #include "support/fake_kernel.h"
 #include "support/maps.h"
+#include "unit/huge/huge_fixture.h"
 
 namespace ductile {
 namespace {
 
 using chunk::Extent;
 using huge::GrowthPath;
+using test::HugeTest;
 using test::Sys;
+using test::all_zero;
+using test::fill;
+using test::guarded;
+using test::holds;
+using test::kMiB;
 
 // ---- guard pages (hardened mode) ---------------------------------------------
 // With Options::guard, the page past a block's usable end is PROT_NONE, and

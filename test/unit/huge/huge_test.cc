@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The huge layer's spans (huge/huge.cc): alloc and free, recycling, a steady state without system
+// calls, huge-page space, strict overcommit's packing, statistics, and a multi-threaded stress test.
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -13,6 +15,7 @@
 #include "huge/huge.h"
 #include "support/fake_clock.h"
 #include "support/fake_kernel.h"
+#include "unit/huge/huge_fixture.h"
 
 namespace ductile {
 namespace {
@@ -23,7 +26,12 @@ using huge::GrowthPath;
 using huge::HugeLayer;
 using test::FakeClock;
 using test::FakeKernel;
+using test::HugeTest;
 using test::Sys;
+using test::advice_calls;
+using test::all_zero;
+using test::fill;
+using test::kMiB;
 
 // ---- allocation --------------------------------------------------------------
 

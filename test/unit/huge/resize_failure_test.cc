@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Huge growth under failures (huge/resize.cc): each system call on the way refused, the old
+// block intact and nothing leaked.
 #include <cerrno>
 
 #include <gtest/gtest.h>
@@ -7,12 +9,18 @@
 #include "huge/huge.h"
 #include "support/fake_kernel.h"
 #include "support/maps.h"
+#include "unit/huge/huge_fixture.h"
 
 namespace ductile {
 namespace {
 
 using chunk::Extent;
+using test::HugeTest;
 using test::Sys;
+using test::fill;
+using test::guarded;
+using test::holds;
+using test::kMiB;
 
 // ---- failures of every system call on the way -------------------------------
 

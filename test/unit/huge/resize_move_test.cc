@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Huge blocks that growth moves (huge/resize.cc): mremap into huge-page space, medium blocks grown
+// into the huge range, mappings and page-map pages over cycles, and strict overcommit.
 #include <cerrno>
 #include <random>
 
@@ -9,6 +11,7 @@
 #include "support/fake_clock.h"
 #include "support/fake_kernel.h"
 #include "support/maps.h"
+#include "unit/huge/huge_fixture.h"
 
 namespace ductile {
 namespace {
@@ -16,7 +19,14 @@ namespace {
 using chunk::Extent;
 using huge::GrowthPath;
 using huge::HugeLayer;
+using test::HugeTest;
 using test::Sys;
+using test::advice_calls;
+using test::all_zero;
+using test::fill;
+using test::guarded;
+using test::holds;
+using test::kMiB;
 
 // A block that growth moves with mremap into huge-page space: its pages are
 // advised on arrival (they bring their plain mapping's flags), the range

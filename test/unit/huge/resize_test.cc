@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// Growth and shrink of huge blocks (huge/resize.cc): each growth path where it is called for,
+// in-place resizing that never moves, shrink and regrow, and zeroing.
 #include <sys/mman.h>
 
 #include <cerrno>
@@ -10,13 +12,19 @@
 #include "huge/huge.h"
 #include "support/fake_kernel.h"
 #include "support/maps.h"
+#include "unit/huge/huge_fixture.h"
 
 namespace ductile {
 namespace {
 
 using chunk::Extent;
 using huge::GrowthPath;
+using test::HugeTest;
 using test::Sys;
+using test::all_zero;
+using test::fill;
+using test::holds;
+using test::kMiB;
 
 // ---- the growth paths -------------------------------------------------------
 

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The real kernel layer (os/kernel_linux.cc): what it finds is what a direct system call finds.
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -6,11 +7,13 @@
 #include <gtest/gtest.h>
 
 #include "os/os.h"
+#include "unit/os/os_helpers.h"
 
 namespace ductile {
 namespace {
 
 using os::Os;
+using test::scratch;
 
 // The real kernel layer must find what a direct system call finds: batched
 // purges on our own process (PIDFD_SELF, or a pidfd of our own), and pidfd_open.

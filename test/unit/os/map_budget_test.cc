@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The mapping budget (os/map_budget.cc) on the fake kernel's model of vm.max_map_count: the
+// limit read, mappings counted rarely, and a decommit that would split a mapping refused.
 #include <cstring>
 
 #include <gtest/gtest.h>

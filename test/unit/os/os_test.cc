@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The OS layer (os/os.cc) against a fake kernel: feature probes, fallbacks that stick,
+// batched purges, map-at-address without clobbering, guards, and the counters.
 #include <sys/mman.h>
 
 #include <cerrno>
@@ -9,6 +11,7 @@
 #include "os/os.h"
 #include "support/fake_kernel.h"
 #include "support/maps.h"
+#include "unit/os/os_helpers.h"
 
 namespace ductile {
 namespace {
@@ -21,6 +24,7 @@ using os::Range;
 using os::RemapMode;
 using test::FakeKernel;
 using test::Sys;
+using test::scratch;
 
 bool all_zero(const char* p, size_t n) {
   for (size_t i = 0; i < n; i++)

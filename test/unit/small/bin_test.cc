@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The central bins (small/bin.cc) against a chunk layer on the fake kernel: fills and bitmaps,
+// flushes, empty slabs, and out of memory.
 #include <algorithm>
 #include <cstring>
 #include <set>

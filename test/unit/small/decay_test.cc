@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The small layer's decay steps (small/decay.cc): an idle class's empty slabs go back within
+// the decay time, by other classes' calls or the background thread.
 #include <cstring>
 #include <vector>
 
@@ -9,11 +11,13 @@
 #include "small/region.h"
 #include "support/fake_clock.h"
 #include "support/layers.h"
+#include "unit/small/region_fixture.h"
 
 namespace ductile {
 namespace {
 
 using namespace small;
+using test::RegionTest;
 
 // ---- idle classes: decay steps from other classes' calls, or the background thread
 

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The prefault helper (small/prefaulter.cc): started once a region is busy, stopped cleanly,
+// and started anew in a forked child.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -8,11 +10,13 @@
 
 #include "small/prefaulter.h"
 #include "small/region.h"
+#include "unit/small/region_fixture.h"
 
 namespace ductile {
 namespace {
 
 using namespace small;
+using test::RegionTest;
 
 constexpr int kMadvPopulateWrite = 23;
 

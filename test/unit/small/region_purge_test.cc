@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// What the slab arena gives back (small/region_purge.cc): empty and almost empty regions purged
+// with decay and trim, and strict overcommit's charge.
 #include <sys/mman.h>
 
 #include <cstring>
@@ -10,12 +12,15 @@
 #include "small/region.h"
 #include "support/fake_clock.h"
 #include "support/fake_kernel.h"
+#include "support/layers.h"
 #include "support/maps.h"
+#include "unit/small/region_fixture.h"
 
 namespace ductile {
 namespace {
 
 using namespace small;
+using test::RegionTest;
 
 TEST_F(RegionTest, AnAdvisedRegionKeepsItsHugePageWhileInUse) {
   std::vector<Lent> v = carve(kRegionSize);  // a whole, busy region

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The slab arena's regions (small/region.cc): slabs carved first fit, huge-page advice, the
+// dense space, the cost of placing a slab, bins' slabs, and the statistics.
 #include <sys/mman.h>
 
 #include <cstring>
@@ -12,11 +14,13 @@
 #include "support/fake_clock.h"
 #include "support/fake_kernel.h"
 #include "support/layers.h"
+#include "unit/small/region_fixture.h"
 
 namespace ductile {
 namespace {
 
 using namespace small;
+using test::RegionTest;
 
 TEST_F(RegionTest, SlabsPackIntoOneAlignedRegionFromItsStart) {
   std::vector<Lent> v = carve(64 * kPage);

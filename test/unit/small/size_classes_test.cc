@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The size classes (small/size_classes.h): the smallest class for each size, four per doubling,
+// slab waste, and object offsets by multiply.
 #include <gtest/gtest.h>
 
 #include "small/size_classes.h"

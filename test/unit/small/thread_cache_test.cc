@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause
+// The thread cache's layout (small/thread_cache.h): each bin's slots in the one array.
 #include <memory>
 
 #include <gtest/gtest.h>
