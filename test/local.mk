@@ -17,7 +17,11 @@ check_PROGRAMS += $(ductile_unit_tests)
 TESTS += $(ductile_unit_tests)
 
 test_unit_os_test_SOURCES = \
-	test/unit/os_test.cc \
+	test/unit/os/os_test.cc \
+	test/unit/os/kernel_linux_test.cc \
+	test/unit/os/map_budget_test.cc \
+	test/unit/os/os_helpers.h \
+	test/unit/base/lock_test.cc \
 	test/support/maps.h \
 	test/support/fake_kernel.h \
 	test/support/fake_kernel.cc
@@ -27,9 +31,13 @@ test_unit_os_test_LDFLAGS = $(ductile_test_ldflags)
 test_unit_os_test_LDADD = $(ductile_test_ldadd)
 
 test_unit_chunk_test_SOURCES = \
-	test/unit/chunk_test.cc \
-	test/unit/page_map_test.cc \
-	test/unit/extent_set_test.cc \
+	test/unit/chunk/chunk_test.cc \
+	test/unit/chunk/carve_test.cc \
+	test/unit/chunk/resize_test.cc \
+	test/unit/chunk/decay_test.cc \
+	test/unit/chunk/chunk_fixture.h \
+	test/unit/chunk/page_map_test.cc \
+	test/unit/chunk/extent_set_test.cc \
 	test/support/fake_kernel.h \
 	test/support/fake_kernel.cc \
 	test/support/fake_clock.h \
@@ -41,7 +49,12 @@ test_unit_chunk_test_LDFLAGS = $(ductile_test_ldflags)
 test_unit_chunk_test_LDADD = $(ductile_test_ldadd)
 
 test_unit_huge_test_SOURCES = \
-	test/unit/huge_test.cc \
+	test/unit/huge/huge_test.cc \
+	test/unit/huge/huge_guard_test.cc \
+	test/unit/huge/resize_test.cc \
+	test/unit/huge/resize_move_test.cc \
+	test/unit/huge/resize_failure_test.cc \
+	test/unit/huge/huge_fixture.h \
 	test/support/fake_kernel.h \
 	test/support/fake_kernel.cc \
 	test/support/fake_clock.h \
@@ -52,9 +65,15 @@ test_unit_huge_test_LDFLAGS = $(ductile_test_ldflags)
 test_unit_huge_test_LDADD = $(ductile_test_ldadd)
 
 test_unit_small_test_SOURCES = \
-	test/unit/small_test.cc \
-	test/unit/region_test.cc \
-	test/unit/options_test.cc \
+	test/unit/small/size_classes_test.cc \
+	test/unit/small/thread_cache_test.cc \
+	test/unit/small/bin_test.cc \
+	test/unit/small/region_test.cc \
+	test/unit/small/region_purge_test.cc \
+	test/unit/small/decay_test.cc \
+	test/unit/small/prefaulter_test.cc \
+	test/unit/small/region_fixture.h \
+	test/unit/core/options_test.cc \
 	test/support/fake_kernel.h \
 	test/support/fake_kernel.cc \
 	test/support/fake_clock.h \
@@ -67,7 +86,16 @@ test_unit_small_test_LDADD = $(ductile_test_ldadd)
 
 # Links the allocator's objects into the test program: ductile is the
 # allocator of the whole test process.
-test_unit_core_test_SOURCES = test/unit/core_test.cc test/support/maps.h test/support/patterns.h
+test_unit_core_test_SOURCES = \
+	test/unit/core/alloc_test.cc \
+	test/unit/core/realloc_test.cc \
+	test/unit/core/startup_test.cc \
+	test/unit/core/free_test.cc \
+	test/unit/core/cache_test.cc \
+	test/unit/core/fork_test.cc \
+	test/unit/core/control_test.cc \
+	test/support/maps.h \
+	test/support/patterns.h
 test_unit_core_test_CPPFLAGS = $(ductile_test_cppflags)
 test_unit_core_test_CXXFLAGS = $(ductile_test_cxxflags)
 test_unit_core_test_LDFLAGS = $(ductile_test_ldflags)
@@ -83,12 +111,12 @@ if !DUCTILE_SANITIZE
 # (fork_stdio_plain), which preload_test.sh runs under LD_PRELOAD.
 check_PROGRAMS += test/unit/fork_stdio_test test/integration/fork_stdio_plain
 TESTS += test/unit/fork_stdio_test
-test_unit_fork_stdio_test_SOURCES = test/unit/fork_stdio_test.cc
+test_unit_fork_stdio_test_SOURCES = test/unit/core/fork_stdio_test.cc
 test_unit_fork_stdio_test_CPPFLAGS = $(ductile_test_cppflags)
 test_unit_fork_stdio_test_CXXFLAGS = $(ductile_test_cxxflags)
 test_unit_fork_stdio_test_LDFLAGS = $(ductile_test_ldflags)
 test_unit_fork_stdio_test_LDADD = $(ductile_test_ldadd)
-test_integration_fork_stdio_plain_SOURCES = test/unit/fork_stdio_test.cc
+test_integration_fork_stdio_plain_SOURCES = test/unit/core/fork_stdio_test.cc
 test_integration_fork_stdio_plain_CPPFLAGS = $(GTEST_CFLAGS)
 test_integration_fork_stdio_plain_CXXFLAGS = $(ductile_test_cxxflags)
 test_integration_fork_stdio_plain_LDFLAGS = $(ductile_test_ldflags)
@@ -212,7 +240,13 @@ TESTS += $(ductile_api_tests)
 endif !DUCTILE_SANITIZE
 
 test_unit_api_test_SOURCES = \
-	test/unit/api_test.cc \
+	test/unit/api/allocx_test.cc \
+	test/unit/api/malloc_test.cc \
+	test/unit/api/mallctl_test.cc \
+	test/unit/api/mallctl_leaves_test.cc \
+	test/unit/core/stats_format_test.cc \
+	test/unit/core/options_set_test.cc \
+	test/unit/api/api_helpers.h \
 	test/support/maps.h \
 	test/support/patterns.h \
 	test/integration/json_check.h
@@ -224,7 +258,9 @@ test_unit_api_test_LDADD = $(ductile_test_ldadd)
 # glibc's allocator interface: mallinfo2, malloc_info, malloc_stats and
 # mallopt, against glibc's own where it answers too.
 test_unit_glibc_test_SOURCES = \
-	test/unit/glibc_test.cc \
+	test/unit/api/glibc_test.cc \
+	test/unit/api/glibc_malloc_info_test.cc \
+	test/unit/api/glibc_helpers.h \
 	test/support/patterns.h \
 	test/support/xml_check.h
 test_unit_glibc_test_CPPFLAGS = $(ductile_test_cppflags)
@@ -234,13 +270,13 @@ test_unit_glibc_test_LDADD = $(ductile_test_ldadd)
 
 # Reading the statistics takes no lock: the program counts the locks the
 # allocator's objects take (it defines pthread_mutex_lock).
-test_unit_stats_lock_test_SOURCES = test/unit/stats_lock_test.cc
+test_unit_stats_lock_test_SOURCES = test/unit/core/stats_lock_test.cc
 test_unit_stats_lock_test_CPPFLAGS = $(ductile_test_cppflags)
 test_unit_stats_lock_test_CXXFLAGS = $(ductile_test_cxxflags)
 test_unit_stats_lock_test_LDFLAGS = $(ductile_test_ldflags)
 test_unit_stats_lock_test_LDADD = $(ductile_test_ldadd)
 
-test_unit_cxx_new_test_SOURCES = test/unit/cxx_new_test.cc
+test_unit_cxx_new_test_SOURCES = test/unit/api/new_delete_test.cc
 test_unit_cxx_new_test_CPPFLAGS = $(ductile_test_cppflags)
 test_unit_cxx_new_test_CXXFLAGS = $(ductile_test_cxxflags)
 test_unit_cxx_new_test_LDFLAGS = $(ductile_test_ldflags)
@@ -253,7 +289,11 @@ if !DUCTILE_SANITIZE
 # with DUCTILE_CONF set), linked with the allocator's objects.
 check_PROGRAMS += test/unit/prof_test
 TESTS += test/unit/prof_test
-test_unit_prof_test_SOURCES = test/unit/prof_test.cc test/support/patterns.h
+test_unit_prof_test_SOURCES = \
+	test/unit/core/prof_test.cc \
+	test/unit/core/prof_dump_test.cc \
+	test/unit/core/prof_helpers.h \
+	test/support/patterns.h
 test_unit_prof_test_CPPFLAGS = $(ductile_test_cppflags)
 test_unit_prof_test_CXXFLAGS = $(ductile_test_cxxflags)
 test_unit_prof_test_LDFLAGS = $(ductile_test_ldflags)
@@ -347,7 +387,11 @@ TESTS += test/integration/idle_cache_prog
 # threads on few cores (the allocator's objects linked in, as core_test).
 check_PROGRAMS += test/unit/hardening_test
 TESTS += test/unit/hardening_test
-test_unit_hardening_test_SOURCES = test/unit/hardening_test.cc test/support/maps.h test/support/patterns.h
+test_unit_hardening_test_SOURCES = \
+	test/unit/core/hardening_test.cc \
+	test/unit/core/stress_test.cc \
+	test/support/maps.h \
+	test/support/patterns.h
 test_unit_hardening_test_CPPFLAGS = $(ductile_test_cppflags)
 test_unit_hardening_test_CXXFLAGS = $(ductile_test_cxxflags)
 test_unit_hardening_test_LDFLAGS = $(ductile_test_ldflags)
@@ -359,7 +403,7 @@ endif !DUCTILE_SANITIZE
 check_PROGRAMS += test/unit/fault_test
 TESTS += test/unit/fault_test
 test_unit_fault_test_SOURCES = \
-	test/unit/fault_test.cc \
+	test/unit/core/fault_test.cc \
 	test/support/fake_kernel.h \
 	test/support/fake_kernel.cc \
 	test/support/patterns.h
@@ -372,7 +416,7 @@ test_unit_fault_test_LDADD = $(ductile_test_ldadd)
 check_PROGRAMS += test/unit/fuzz_test
 TESTS += test/unit/fuzz_test
 test_unit_fuzz_test_SOURCES = \
-	test/unit/fuzz_test.cc \
+	test/unit/api/fuzz_test.cc \
 	test/fuzz/api_driver.h \
 	test/fuzz/api_driver.cc
 test_unit_fuzz_test_CPPFLAGS = $(ductile_test_cppflags)

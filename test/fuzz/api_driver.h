@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 // The API fuzzer's driver, shared by the libFuzzer target (api_fuzzer.cc,
 // `make fuzz`) and the fixed-seed run inside `make check`
-// (test/unit/fuzz_test.cc).
+// (test/unit/api/fuzz_test.cc).
 //
 // run() reads a byte string as a sequence of calls to every entry point of
 // the C API -- the malloc family, jemalloc's *allocx, trim and mallctl's

@@ -440,7 +440,7 @@ else
   fail prefault "$(cat "$work/prefault.err" 2>/dev/null)"
 fi
 
-# fork() while other threads use stdio and allocate: test/unit/fork_stdio_test.cc
+# fork() while other threads use stdio and allocate: test/unit/core/fork_stdio_test.cc
 # built on its own (fork_stdio_plain), run with the library preloaded. Each
 # scenario has a watchdog; DUCTILE_STATS=1 shows the library served it.
 forkprog=$builddir/test/integration/fork_stdio_plain

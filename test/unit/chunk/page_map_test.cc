@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: BSD-2-Clause
+// The page map (chunk/page_map.cc): records and tags, mapped ranges at huge-page boundaries,
+// and pages of slots given back.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "chunk/page_map.h"
+#include "small/thread_cache.h"
+#include "support/fake_kernel.h"
+#include "support/maps.h"
+
+namespace ductile {
+namespace {
+
+// A page map over the fake kernel's memory, as the chunk layer makes one.
+class PageMapTest : public ::testing::Test {
+ protected:
+  test::FakeKernel k;
+  os::Os os{k};
+  chunk::MetaAlloc meta{os};
+  chunk::PageMap map{meta};
+};
+
+TEST_F(PageMapTest, SetAndLookup) {
+  chunk::Extent e;
+  e.base = uintptr_t{5} << 40;
+  e.size = 64 * kPage;
+  EXPECT_EQ(map.lookup(e.base), nullptr);
+  ASSERT_TRUE(map.set_boundaries(&e));
+  EXPECT_EQ(map.lookup(e.base), &e);
+  EXPECT_EQ(map.lookup(e.base + kPage - 1), &e);
+  EXPECT_EQ(map.lookup(e.end() - 1), &e);
+  EXPECT_EQ(map.lookup(e.base + kPage), nullptr);
+  ASSERT_TRUE(map.set_range(e.base, e.size, &e));
+  for (size_t i = 0; i < 64; i++) EXPECT_EQ(map.lookup(e.base + i * kPage), &e);
+  EXPECT_EQ(map.lookup(e.end()), nullptr);
+  EXPECT_EQ(map.lookup(uintptr_t{1} << 48), nullptr);  // beyond 48-bit addresses
+  // High bits never alias a mapped address.
+  EXPECT_EQ(map.lookup(e.base | uintptr_t{1} << 48), nullptr);
+  EXPECT_EQ(map.lookup_entry(e.base | uintptr_t{1} << 63), 0u);
+  EXPECT_EQ(map.lookup(~uintptr_t{0}), nullptr);
+  EXPECT_FALSE(map.ensure(uintptr_t{1} << 48, kPage));
+}
+
+TEST_F(PageMapTest, TagsRoundTripAndLookupIgnoresThem) {
+  chunk::Extent e;
+  e.base = uintptr_t{7} << 40;
+  e.size = 16 * kPage;
+  ASSERT_TRUE(map.set_range(e.base, e.size, &e));
+  EXPECT_EQ(chunk::PageMap::entry_tag(map.lookup_entry(e.base)), 0u);
+  // Every class's tag, and the extremes of the 16 bits, read back exactly;
+  // lookup() still answers the extent, on every page.
+  for (size_t c = 0; c < small::kNumClasses; c++) {
+    uint16_t tag = small::free_tag(c);
+    ASSERT_NE(tag, 0u);
+    ASSERT_TRUE(map.set_range(e.base, e.size, &e, tag));
+    for (size_t i = 0; i < 16; i++) {
+      uintptr_t v = map.lookup_entry(e.base + i * kPage + 8);
+      EXPECT_EQ(chunk::PageMap::entry_tag(v), tag);
+      EXPECT_EQ(chunk::PageMap::entry_extent(v), &e);
+      EXPECT_EQ(map.lookup(e.base + i * kPage), &e);
+    }
+  }
+  for (uint16_t tag : {uint16_t{1}, uint16_t{0x8000}, uint16_t{0xffff}}) {
+    map.set_tag(e.base, &e, tag);
+    EXPECT_EQ(chunk::PageMap::entry_tag(map.lookup_entry(e.base)), tag);
+    EXPECT_EQ(map.lookup(e.base), &e);
+    EXPECT_EQ(map.lookup(e.base + kPage), &e);  // only that page changed
+    EXPECT_NE(chunk::PageMap::entry_tag(map.lookup_entry(e.base + kPage)), tag);
+  }
+  // A write without a tag clears it: set_range and set_boundaries alike.
+  ASSERT_TRUE(map.set_range(e.base, kPage, &e));
+  EXPECT_EQ(chunk::PageMap::entry_tag(map.lookup_entry(e.base)), 0u);
+  map.set_tag(e.end() - kPage, &e, 5);
+  ASSERT_TRUE(map.set_boundaries(&e));
+  EXPECT_EQ(chunk::PageMap::entry_tag(map.lookup_entry(e.end() - kPage)), 0u);
+  EXPECT_EQ(map.lookup_entry(e.end()), 0u);
+  EXPECT_EQ(map.lookup_entry(uintptr_t{1} << 48), 0u);
+}
+
+// A range with a tag step numbers its pages in the tags (hardened builds'
+// slabs: small::kSlabPageTagStep), and the class in the low byte reads the
+// same on every page.
+TEST_F(PageMapTest, ATagStepNumbersThePages) {
+  chunk::Extent e;
+  e.base = uintptr_t{9} << 40;
+  e.size = 32 * kPage;
+  const uint16_t tag = small::free_tag(7);
+  ASSERT_TRUE(map.set_range(e.base, e.size, &e, tag, 0x100));
+  for (size_t i = 0; i < 32; i++) {
+    const uintptr_t v = map.lookup_entry(e.base + i * kPage + 24);
+    EXPECT_EQ(chunk::PageMap::entry_tag(v), tag + i * 0x100) << i;
+    EXPECT_EQ(chunk::PageMap::entry_extent(v), &e);
+    EXPECT_EQ(static_cast<uint8_t>(chunk::PageMap::entry_tag(v)), tag);
+    EXPECT_EQ(small::tag_slab_offset(chunk::PageMap::entry_tag(v), e.base + i * kPage + 24), i * kPage + 24);
+  }
+  EXPECT_EQ(map.lookup_entry(e.end()), 0u);
+}
+
+// A page has one entry, a record or a mapped range's, also at 2 MiB-aligned
+// pages (where huge spans begin), whose entries live apart from the others.
+TEST_F(PageMapTest, RecordsAndMappedRangesAtHugePageBoundaries) {
+  chunk::Extent e, s;
+  e.base = uintptr_t{5} << 40;
+  e.size = 2 * kHugePage;
+  ASSERT_TRUE(map.set_boundaries(&e));
+  EXPECT_EQ(map.lookup(e.base), &e);
+  EXPECT_EQ(map.lookup(e.base + 100), &e);  // any byte of the first page
+  EXPECT_EQ(map.lookup(e.end() - 1), &e);
+  EXPECT_EQ(map.lookup(e.base + kHugePage), nullptr);  // interior: nothing
+  map.set_tag(e.base, &e, 9);
+  EXPECT_EQ(chunk::PageMap::entry_tag(map.lookup_entry(e.base)), 9u);
+  // A mapped range over the same page replaces the record, with its own tag.
+  s.base = e.base;
+  s.size = 2 * kPage;
+  ASSERT_TRUE(map.set_range(s.base, s.size, &s, 3));
+  EXPECT_EQ(map.lookup(e.base), &s);
+  EXPECT_EQ(map.lookup(e.base + kPage), &s);
+  EXPECT_EQ(chunk::PageMap::entry_tag(map.lookup_entry(e.base)), 3u);
+  ASSERT_TRUE(map.set_range(s.base, s.size, nullptr));
+  EXPECT_EQ(map.lookup(e.base), nullptr);
+  // An active extent is recorded at its first page only; records go again.
+  ASSERT_TRUE(map.set_active_boundaries(&e));
+  EXPECT_EQ(map.lookup(e.base), &e);
+  EXPECT_EQ(chunk::PageMap::entry_tag(map.lookup_entry(e.base)), 0u);
+  map.clear_boundaries(&e);
+  EXPECT_EQ(map.lookup(e.base), nullptr);
+  EXPECT_EQ(map.lookup(e.end() - kPage), nullptr);
+}
+
+// Records at pages that are not 2 MiB-aligned write the page of slots of
+// their 2 MiB chunk; once only zeroes are left there, the pass gives those
+// pages back (one range for adjacent chunks) and lookups no longer fault
+// them in. Before, every page of slots a record ever touched stayed
+// resident: 2 MiB per GiB of address space that huge blocks cycled through.
+TEST_F(PageMapTest, PagesOfSlotsThatHoldOnlyZeroesAreGivenBack) {
+  const uintptr_t base = uintptr_t{11} << 40;
+  chunk::Extent e[4];
+  for (int i = 0; i < 4; i++) {
+    e[i].base = base + i * kHugePage + 5 * kPage;  // first and last page in chunk i
+    e[i].size = 7 * kPage;
+    ASSERT_TRUE(map.set_boundaries(&e[i]));
+  }
+  chunk::Extent aligned;
+  aligned.base = base + 8 * kHugePage;  // its first record in the edges
+  aligned.size = kHugePage + 2 * kPage;  // its last page is not aligned: chunk 9
+  ASSERT_TRUE(map.set_boundaries(&aligned));
+  EXPECT_EQ(map.written_pages(), 5u);  // chunks 0-3 and 9
+  k.reset_calls();
+  EXPECT_EQ(map.release_idle(os), 0u) << "no zero stored yet";
+  EXPECT_TRUE(k.calls().empty());
+
+  // Chunks 0-2 hold zeroes only; chunk 3 keeps a record.
+  for (int i = 0; i < 3; i++) map.clear_record(e[i].base);
+  map.clear_record(e[3].base);
+  for (int i = 0; i < 3; i++) map.clear_record(e[i].end() - kPage);
+  EXPECT_EQ(map.written_pages(), 5u) << "zeroes written are still resident";
+  EXPECT_EQ(map.lookup(e[3].end() - kPage), &e[3]);
+  // The first pass finds them written since the last: kept, as a page
+  // written again soon after would be faulted in again.
+  EXPECT_EQ(map.release_idle(os), 0u);
+  EXPECT_TRUE(k.calls().empty());
+  // The next, with a budget, looks at that many idle chunks and says more are left.
+  bool more = false;
+  EXPECT_EQ(map.release_idle(os, 1, &more), kPage);
+  EXPECT_TRUE(more);
+  EXPECT_EQ(map.release_idle(os, SIZE_MAX, &more), 2 * kPage);
+  EXPECT_FALSE(more);
+  EXPECT_EQ(map.written_pages(), 2u);  // chunks 3 and 9
+  std::vector<test::SysCall> calls = k.calls();
+  ASSERT_EQ(calls.size(), 2u) << "two adjacent pages, one range";
+  EXPECT_EQ(calls[0].sys, test::Sys::kMadvise);
+  EXPECT_EQ(calls[0].len, kPage);
+  EXPECT_EQ(calls[1].len, 2 * kPage);
+  EXPECT_EQ(static_cast<char*>(calls[1].addr), static_cast<char*>(calls[0].addr) + kPage);
+  EXPECT_EQ(test::resident_pages(calls[0].addr, calls[0].len), 0u);
+  EXPECT_EQ(test::resident_pages(calls[1].addr, calls[1].len), 0u);
+
+  // Lookups there answer nothing, and do not fault the pages in again.
+  for (int i = 0; i < 3; i++) {
+    EXPECT_EQ(map.lookup(e[i].base), nullptr);
+    EXPECT_EQ(map.lookup(e[i].end() - kPage), nullptr);
+  }
+  EXPECT_EQ(test::resident_pages(calls[0].addr, calls[0].len), 0u);
+  EXPECT_EQ(test::resident_pages(calls[1].addr, calls[1].len), 0u);
+  EXPECT_EQ(map.lookup(e[3].end() - kPage), &e[3]);
+  EXPECT_EQ(map.lookup(aligned.base), &aligned);
+  EXPECT_EQ(map.lookup(aligned.end() - kPage), &aligned);
+
+  // Chunk 3 was looked at and kept: a later pass does not look again until
+  // a zero is stored there.
+  k.reset_calls();
+  EXPECT_EQ(map.release_idle(os), 0u);
+  EXPECT_TRUE(k.calls().empty());
+  map.clear_record(e[3].end() - kPage);
+  EXPECT_EQ(map.release_idle(os), 0u);
+  EXPECT_EQ(map.release_idle(os), kPage);
+  EXPECT_EQ(map.written_pages(), 1u);
+  // Unaged (trim): what holds only zeroes goes at once.
+  map.clear_record(aligned.end() - kPage);
+  EXPECT_EQ(map.release_idle(os, SIZE_MAX, nullptr, false), kPage);
+  EXPECT_EQ(map.written_pages(), 0u);
+  // A new record there works as before.
+  ASSERT_TRUE(map.set_boundaries(&e[1]));
+  EXPECT_EQ(map.lookup(e[1].base), &e[1]);
+  EXPECT_EQ(map.written_pages(), 1u);
+}
+
+// The first and the last page of each 2 MiB have entries of their own,
+// outside the pages of slots: extents that start and end at 2 MiB
+// boundaries (huge spans) write no page of slots at all.
+TEST_F(PageMapTest, ExtentsOnHugePageBoundariesWriteNoPageOfSlots) {
+  const uintptr_t base = uintptr_t{12} << 40;
+  chunk::Extent e[64];
+  for (int i = 0; i < 64; i++) {
+    e[i].base = base + static_cast<uintptr_t>(i) * 3 * kHugePage;
+    e[i].size = (i % 3 + 1) * kHugePage;
+    ASSERT_TRUE(map.set_boundaries(&e[i]));
+  }
+  EXPECT_EQ(map.written_pages(), 0u);
+  for (int i = 0; i < 64; i++) {
+    EXPECT_EQ(map.lookup(e[i].base), &e[i]);
+    EXPECT_EQ(map.lookup(e[i].end() - kPage), &e[i]);
+    EXPECT_EQ(map.lookup(e[i].end() - 1), &e[i]);
+    EXPECT_EQ(map.lookup(e[i].base + kPage), nullptr);
+  }
+  // A mapped range over a whole chunk: its first and last page answer as
+  // every other, and are cleared with it.
+  chunk::Extent s;
+  s.base = base + 3 * kHugePage;
+  s.size = kHugePage;
+  ASSERT_TRUE(map.set_range(s.base, s.size, &s, 1, 1));
+  for (size_t p = 0; p < kHugePage / kPage; p++) {
+    ASSERT_EQ(map.lookup(s.base + p * kPage), &s) << p;
+    ASSERT_EQ(chunk::PageMap::entry_tag(map.lookup_entry(s.base + p * kPage)), 1 + p) << p;
+  }
+  ASSERT_TRUE(map.set_range(s.base, s.size, nullptr));
+  EXPECT_EQ(map.lookup(s.base), nullptr);
+  EXPECT_EQ(map.lookup(s.end() - kPage), nullptr);
+}
+
+TEST_F(PageMapTest, NodeAllocationFailureIsReported) {
+  k.fail(test::Sys::kMmap, ENOMEM);
+  chunk::Extent e;
+  e.base = uintptr_t{6} << 40;
+  e.size = kPage;
+  EXPECT_FALSE(map.set_boundaries(&e));
+  EXPECT_EQ(map.lookup(e.base), nullptr);
+  EXPECT_TRUE(map.set_boundaries(&e));
+  EXPECT_EQ(map.lookup(e.base), &e);
+}
+
+}  // namespace
+}  // namespace ductile

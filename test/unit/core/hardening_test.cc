@@ -1,0 +1,489 @@
+// SPDX-License-Identifier: BSD-2-Clause
+// Hardening through the whole allocator (a cross-cutting suite, kept by its concern under core/):
+// bad frees found and reported, and guard pages behind huge blocks.
+//
+// This program links the library's objects, so ductile is also the allocator of the
+// test process itself.
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/runtime.h"
+#include "ductile/ductile.h"
+#include "support/maps.h"
+#include "support/patterns.h"
+
+namespace ductile {
+namespace {
+
+using test::check;
+using test::fill;
+
+// What a bad free prints (fatal_pointer) before it aborts.
+constexpr char kInvalid[] = "^ductile: free\\(\\): invalid pointer 0x[0-9a-f]+\n$";
+constexpr char kDouble[] = "^ductile: free\\(\\): double free detected 0x[0-9a-f]+\n$";
+// --enable-hardened: a freed mark missing when the block is handed out
+// again (a double free found then, or a write after free).
+constexpr char kChanged[] = "^ductile: double free or write after free detected 0x[0-9a-f]+\n$";
+// A double free, found at the second free or (--enable-hardened, a block
+// the inline free cached) when the block is handed out again.
+constexpr char kDoubleOrChanged[] =
+    "^ductile: (free\\(\\): double free|double free or write after free) detected 0x[0-9a-f]+\n$";
+constexpr char kWrongSize[] = "^ductile: free_sized\\(\\): wrong size for block 0x[0-9a-f]+\n$";
+
+// Two 40 KiB blocks that are neighbours, freed past the thread cache so that
+// the chunk layer merges them, then an 80 KiB block over the pair: the
+// second block's old first page lies inside it. A page-map tag left there
+// made free(big + 40 KiB) put that page into the cache as a 40 KiB block,
+// and the next malloc(40 KiB) handed out memory inside the live 80 KiB one.
+TEST(StaleTag, InteriorFreeOverMergedBlocksIsNotTaken) {
+  constexpr size_t kHalf = 40 * 1024;
+  char* lo = nullptr;
+  std::vector<void*> held;
+  for (int i = 0; i < 64 && lo == nullptr; i++) {
+    char* a = static_cast<char*>(ductile_mallocx(kHalf, MALLOCX_TCACHE_NONE));
+    char* b = static_cast<char*>(ductile_mallocx(kHalf, MALLOCX_TCACHE_NONE));
+    ASSERT_NE(a, nullptr);
+    ASSERT_NE(b, nullptr);
+    if (b == a + kHalf) {
+      lo = a;
+    } else if (a == b + kHalf) {
+      lo = b;
+    } else {
+      held.push_back(a);
+      held.push_back(b);
+      continue;
+    }
+    ductile_dallocx(a, MALLOCX_TCACHE_NONE);
+    ductile_dallocx(b, MALLOCX_TCACHE_NONE);
+  }
+  ASSERT_NE(lo, nullptr) << "no two neighbouring 40 KiB blocks";
+  char* big = static_cast<char*>(ductile_mallocx(2 * kHalf, MALLOCX_TCACHE_NONE));
+  ASSERT_EQ(big, lo) << "the merged pair was not reused";
+  fill(big, 2 * kHalf, 7);
+  // Not a block: must not be taken. The old boundary's page-map records were
+  // cleared at the merge, so the address is not ours in any build, and free
+  // says so and stops.
+  EXPECT_DEATH(ductile_free(big + kHalf), kInvalid);
+  std::vector<char*> got;
+  for (int i = 0; i < 8; i++) {
+    char* q = static_cast<char*>(ductile_malloc(kHalf));
+    ASSERT_NE(q, nullptr);
+    EXPECT_FALSE(q + kHalf > big && q < big + 2 * kHalf) << "a block inside a live one";
+    got.push_back(q);
+  }
+  EXPECT_TRUE(check(big, 2 * kHalf, 7));
+  for (char* q : got) ductile_free(q);
+  ductile_free(big);
+  for (void* p : held) ductile_dallocx(p, MALLOCX_TCACHE_NONE);
+}
+
+// ---- bad frees -----------------------------------------------------------
+// Every fault ends the program with one line naming it and the address, as
+// glibc's "free(): invalid pointer". The hardened tests run their statement
+// in a fresh process (the threadsafe death-test style re-executes this
+// program) with DUCTILE_CONF=hardened:true, the run-time switch; in a
+// --enable-hardened build it is on without it.
+
+class Hardened : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    setenv("DUCTILE_CONF", "hardened:true", 1);
+  }
+  void TearDown() override { unsetenv("DUCTILE_CONF"); }
+};
+
+// In the death test's own process: hardened mode must be on there.
+void* hardened_malloc(size_t size) {
+  if (!core::ensure_ready() || !core::g_hardened) _exit(3);
+  return ductile_malloc(size);
+}
+
+// Freed twice, then allocated twice: the second allocation would hand the
+// block out a second time. `between`: other blocks of the size freed
+// between the two frees. A block of the size stays live throughout, so that
+// a slab does not go back to its region between the frees (hardened:true
+// alone has no cache: the second free would find no slab there, and report
+// an invalid pointer).
+void free_twice(size_t size, int between = 0) {
+  (void)hardened_malloc(size);
+  void* p = hardened_malloc(size);
+  std::vector<void*> others;
+  for (int i = 0; i < between; i++) others.push_back(hardened_malloc(size));
+  ductile_free(p);
+  for (void* q : others) ductile_free(q);
+  ductile_free(p);
+  for (int i = 0; i < between + 2; i++) (void)hardened_malloc(size);
+  _exit(0);
+}
+
+TEST_F(Hardened, DoubleFreeOfEveryRange) {
+  EXPECT_DEATH(free_twice(8), kDoubleOrChanged);
+  EXPECT_DEATH(free_twice(24), kDoubleOrChanged);
+  EXPECT_DEATH(free_twice(1000), kDoubleOrChanged);
+  EXPECT_DEATH(free_twice(40 * 1024), kDoubleOrChanged);
+  EXPECT_DEATH(free_twice(3 << 20), kDouble);
+  // With frees in between: the copies are not next to each other.
+  EXPECT_DEATH(free_twice(24, 5), kDoubleOrChanged);
+  EXPECT_DEATH(free_twice(5000, 3), kDoubleOrChanged);
+}
+
+// --enable-hardened: both copies of a medium block freed twice into the
+// cache go back at a flush; the second is found there (its extent went
+// back with the first, or its mark was taken by the first).
+TEST_F(Hardened, DoubleFreeOfACachedMediumBlockFoundAtTheFlush) {
+  EXPECT_DEATH(
+      {
+        void* p = hardened_malloc(40 * 1024);
+        ductile_free(p);
+        ductile_free(p);
+        ductile_mallctl("thread.tcache.flush", nullptr, nullptr, nullptr, 0);
+        _exit(0);
+      },
+      kDouble);
+}
+
+// A double free once the object has left the thread cache, with other
+// frees in between: its slab's bitmap has it free already (hardened:true,
+// no cache), or (--enable-hardened, the second free cached) one of its two
+// copies is handed out after the other.
+TEST_F(Hardened, DoubleFreeAfterTheCacheFlushed) {
+  EXPECT_DEATH(
+      {
+        void* p = hardened_malloc(48);
+        ductile_free(p);
+        std::vector<void*> v;
+        for (int i = 0; i < 1000; i++) v.push_back(hardened_malloc(48));
+        for (void* q : v) ductile_free(q);
+        ductile_mallctl("thread.tcache.flush", nullptr, nullptr, nullptr, 0);
+        ductile_free(p);
+        // (--enable-hardened caches it: the allocations that take it from
+        // the cache and from the slab find it.)
+        for (int i = 0; i < 1002; i++) (void)hardened_malloc(48);
+        _exit(0);
+      },
+      kDoubleOrChanged);
+}
+
+TEST_F(Hardened, FreeOfAPointerNeverReturned) {
+  EXPECT_DEATH(
+      {
+        int on_stack = 1;
+        (void)hardened_malloc(1);
+        ductile_free(&on_stack);
+      },
+      kInvalid);
+  EXPECT_DEATH(
+      {
+        static char in_data[64];
+        (void)hardened_malloc(1);
+        ductile_free(in_data + 16);
+      },
+      kInvalid);
+}
+
+TEST_F(Hardened, InteriorFreeOfEveryRange) {
+  EXPECT_DEATH(ductile_free(static_cast<char*>(hardened_malloc(64)) + 16), kInvalid);
+  EXPECT_DEATH(ductile_free(static_cast<char*>(hardened_malloc(3000)) + 1024), kInvalid);
+  EXPECT_DEATH(ductile_free(static_cast<char*>(hardened_malloc(40 * 1024)) + 4096), kInvalid);
+  EXPECT_DEATH(ductile_free(static_cast<char*>(hardened_malloc(3 << 20)) + (1 << 20)), kInvalid);
+  EXPECT_DEATH(ductile_free(static_cast<char*>(hardened_malloc(64)) + 3), kInvalid);
+}
+
+// A page boundary inside a slab object: its offset in its page is 0, a
+// multiple of any class size, so only the page's number in the slab (the
+// page-map tag's, in a --enable-hardened build) shows that it is no
+// object's start.
+TEST_F(Hardened, InteriorFreeAtAPageBoundaryInsideAnObject) {
+  EXPECT_DEATH(
+      {
+        for (int i = 0; i < 1000; i++) {
+          char* p = static_cast<char*>(hardened_malloc(48));
+          const uintptr_t boundary = align_up(addr(p) + 1, kPage);
+          if (boundary < addr(p) + 48) ductile_free(ptr(boundary));
+        }
+        _exit(4);
+      },
+      kInvalid);
+}
+
+TEST_F(Hardened, SizedFreeWithTheWrongSize) {
+  EXPECT_DEATH(ductile_sdallocx(hardened_malloc(24), 4096, 0), kWrongSize);
+  EXPECT_DEATH(ductile_sdallocx(hardened_malloc(4096), 24, 0), kWrongSize);
+  EXPECT_DEATH(ductile_free_sized(hardened_malloc(40 * 1024), 200 * 1024), kWrongSize);
+  EXPECT_DEATH(ductile_free_sized(hardened_malloc(3 << 20), 8 << 20), kWrongSize);
+  EXPECT_DEATH(::operator delete(hardened_malloc(100), size_t{1000}), kWrongSize);
+}
+
+TEST_F(Hardened, RightSizesAndAlignmentsAreAccepted) {
+  // Not a death test: this process is not hardened (unless the build is),
+  // so run the frees in a hardened child and check that it exits cleanly.
+  EXPECT_EXIT(
+      {
+        for (size_t size : {1ul, 8ul, 24ul, 100ul, 5000ul, 40000ul, 300000ul, 3ul << 20}) {
+          ductile_sdallocx(hardened_malloc(size), size, 0);
+          ductile_free_sized(hardened_malloc(size), size);
+          ::operator delete(hardened_malloc(size), size);
+          ductile_sdallocx(ductile_mallocx(size, MALLOCX_ALIGN(64)), size, MALLOCX_ALIGN(64));
+          void* p = ductile_aligned_alloc(4096, size);
+          ductile_free_aligned_sized(p, 4096, size);
+          // realloc leaves blocks larger than the size it was given.
+          void* r = ductile_realloc(hardened_malloc(size * 2), size + 1);
+          ductile_sdallocx(r, size + 1, 0);
+        }
+        _exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// In hardened mode freed objects are kept in their slab's bitmap, outside
+// the objects, for every class: a write after free cannot redirect a later
+// allocation (by default the 8- and 16-byte classes link freed objects
+// through their first word). --enable-hardened also finds the write: the
+// freed mark is gone when the block is handed out again.
+void write_after_free_then_allocate(bool flush) {
+  std::vector<char*> v;
+  for (int i = 0; i < 100; i++) v.push_back(static_cast<char*>(hardened_malloc(16)));
+  for (char* p : v) ductile_free(p);
+  for (char* p : v) std::memset(p, 0x41, 16);  // the program's bug
+  if (flush) ductile_mallctl("thread.tcache.flush", nullptr, nullptr, nullptr, 0);
+  for (int i = 0; i < 200; i++) {
+    char* q = static_cast<char*>(hardened_malloc(16));
+    if (core::owner_of(q) == nullptr || (addr(q) & 15) != 0) _exit(1);
+    std::memset(q, 0, 16);
+  }
+  _exit(0);
+}
+
+TEST_F(Hardened, AWriteAfterFreeRedirectsNoAllocation) {
+  for (bool flush : {false, true}) {
+    if (kHardened) {
+      EXPECT_DEATH(write_after_free_then_allocate(flush), kChanged);
+    } else {
+      EXPECT_EXIT(write_after_free_then_allocate(flush), ::testing::ExitedWithCode(0), "");
+    }
+  }
+}
+
+// ---- guard pages behind huge blocks --------------------------------------
+// In hardened mode the page past a huge block's usable end is PROT_NONE
+// (its guard page): a write running off its end faults instead of landing
+// in the headroom or in a neighbour. Also once the block has grown in place
+// and once it has shrunk (the guard page moves with the end).
+
+// Writes one byte at p[at], through a volatile pointer (the compiler may
+// not drop or move it).
+void poke(void* p, size_t at) { static_cast<volatile char*>(p)[at] = 1; }
+
+constexpr size_t kHugeBlock = 3 << 20;
+
+TEST_F(Hardened, AWritePastAHugeBlockFaults) {
+  EXPECT_EXIT(
+      {
+        void* p = hardened_malloc(kHugeBlock);
+        const size_t usable = ductile_malloc_usable_size(p);
+        if (p == nullptr || usable < kHugeBlock) _exit(3);
+        std::memset(p, 7, usable);  // the block itself is all writable
+        poke(p, usable);
+        _exit(0);
+      },
+      ::testing::KilledBySignal(SIGSEGV), "");
+}
+
+TEST_F(Hardened, AReadPastAHugeBlockFaults) {
+  EXPECT_EXIT(
+      {
+        void* p = hardened_malloc(kHugeBlock);
+        const size_t usable = ductile_malloc_usable_size(p);
+        (void)static_cast<volatile char*>(p)[usable];
+        _exit(0);
+      },
+      ::testing::KilledBySignal(SIGSEGV), "");
+}
+
+TEST_F(Hardened, AWritePastAHugeBlockGrownInPlaceFaults) {
+  EXPECT_EXIT(
+      {
+        void* p = hardened_malloc(kHugeBlock);
+        void* q = ductile_realloc(p, kHugeBlock + (1 << 20));  // into the headroom
+        const size_t usable = ductile_malloc_usable_size(q);
+        if (q != p || usable < kHugeBlock + (1 << 20)) _exit(3);
+        std::memset(q, 7, usable);
+        poke(q, usable);
+        _exit(0);
+      },
+      ::testing::KilledBySignal(SIGSEGV), "");
+  EXPECT_EXIT(
+      {
+        void* p = hardened_malloc(kHugeBlock);
+        // Past the span: over the free neighbour, still in place.
+        void* q = ductile_realloc(p, 4 * kHugeBlock);
+        const size_t usable = ductile_malloc_usable_size(q);
+        if (q != p || usable < 4 * kHugeBlock) _exit(3);
+        std::memset(q, 7, usable);
+        poke(q, usable);
+        _exit(0);
+      },
+      ::testing::KilledBySignal(SIGSEGV), "");
+}
+
+TEST_F(Hardened, AWritePastAShrunkHugeBlockFaults) {
+  EXPECT_EXIT(
+      {
+        void* p = hardened_malloc(4 * kHugeBlock);
+        std::memset(p, 7, 4 * kHugeBlock);
+        void* q = ductile_realloc(p, kHugeBlock);
+        const size_t usable = ductile_malloc_usable_size(q);
+        if (q != p || usable < kHugeBlock || usable >= 4 * kHugeBlock) _exit(3);
+        std::memset(q, 8, usable);
+        poke(q, usable);
+        _exit(0);
+      },
+      ::testing::KilledBySignal(SIGSEGV), "");
+}
+
+// Freed, the span is reused whole: its guard does not outlive the block.
+TEST_F(Hardened, AHugeSpanIsWholeAgainOnceFreed) {
+  EXPECT_EXIT(
+      {
+        for (int i = 0; i < 4; i++) {
+          void* p = hardened_malloc(kHugeBlock << i);
+          const size_t usable = ductile_malloc_usable_size(p);
+          std::memset(p, i, usable);
+          ductile_free(p);
+          void* q = ductile_malloc(2 * (kHugeBlock << i));  // over the freed guard
+          std::memset(q, i, ductile_malloc_usable_size(q));
+          std::vector<void*> small;
+          for (int j = 0; j < 2000; j++) {
+            small.push_back(ductile_malloc(40000));
+            std::memset(small.back(), j, 40000);
+          }
+          for (void* s : small) ductile_free(s);
+          ductile_free(q);
+          (void)ductile_trim();
+        }
+        _exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// Every live huge block has a guard page, and a program holds as many as it
+// likes: guard markers split no mapping. With mprotect each guard cost two
+// mappings, and at the kernel's limit (vm.max_map_count, 65 530 by
+// default) the 32 749th block was refused with ENOMEM.
+TEST_F(Hardened, HugeBlocksPastTheMappingLimitAreGuarded) {
+  void* page = mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(page, MAP_FAILED);
+  const bool markers = madvise(page, kPage, 102 /* MADV_GUARD_INSTALL */) == 0;
+  munmap(page, kPage);
+  if (!markers) GTEST_SKIP() << "this kernel has no guard markers (Linux 6.13): each guard is a mapping";
+  const size_t n = std::min<size_t>(test::max_map_count() / 2 + 1000, 70000);
+  EXPECT_EXIT(
+      {
+        const size_t maps = test::mapping_count();
+        std::vector<void*> v(n);
+        for (size_t i = 0; i < n; i++) {
+          v[i] = hardened_malloc(kHugeBlock);
+          if (v[i] == nullptr) _exit(4);
+          static_cast<char*>(v[i])[0] = 1;
+        }
+        if (test::mapping_count() > maps + 64) _exit(5);
+        // The last one is guarded like the first.
+        const size_t usable = ductile_malloc_usable_size(v[n - 1]);
+        if (test::open_bytes(addr(v[n - 1]) + usable, addr(v[n - 1]) + usable + kPage) != 0) _exit(6);
+        for (void* p : v) ductile_free(p);
+        _exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// Without hardened mode a huge block has no guard, and its life makes no
+// mprotect (normal overcommit mode, where commit is no system call).
+TEST(DefaultMode, HugeBlocksMakeNoMprotect) {
+  ASSERT_TRUE(core::ensure_ready());
+  if (core::g_hardened || core::rt().os.features().strict_overcommit)
+    GTEST_SKIP() << "hardened build or strict overcommit";
+  const uint64_t before = core::rt().os.counters().get(os::Call::kMprotect);
+  void* p = ductile_malloc(kHugeBlock);
+  const size_t usable = ductile_malloc_usable_size(p);
+  std::memset(p, 1, usable);
+  static_cast<volatile char*>(p)[usable] = 1;  // the headroom: no guard
+  void* q = ductile_realloc(p, 2 * kHugeBlock);
+  q = ductile_realloc(q, kHugeBlock + 4096);
+  ductile_free(q);
+  EXPECT_EQ(core::rt().os.counters().get(os::Call::kMprotect), before);
+}
+
+// Without hardened mode the cheap checks still report: a pointer that is
+// not ours, one off the 8-byte grid, a huge or medium block freed twice.
+TEST(DefaultMode, CheapChecksReport) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        int on_stack = 1;
+        ductile_free(&on_stack);
+      },
+      kInvalid);
+  EXPECT_DEATH(ductile_free(static_cast<char*>(ductile_malloc(64)) + 1), kInvalid);
+  EXPECT_DEATH(ductile_free(static_cast<char*>(ductile_malloc(3 << 20)) + 4), kInvalid);
+  EXPECT_DEATH(
+      {
+        void* p = ductile_malloc(3 << 20);
+        ductile_free(p);
+        ductile_free(p);
+      },
+      kDouble);
+}
+
+// Every medium and huge block freed twice is reported at the second free,
+// in every mode: the first copy is in this thread's cache, went back to the
+// chunk layer, or (huge) is a span kept for reuse. Allocations after the
+// second free would otherwise hand the block out twice.
+void free_twice_then_allocate(size_t size, bool flush) {
+  void* p = ductile_malloc(size);
+  ductile_free(p);
+  if (flush) ductile_mallctl("thread.tcache.flush", nullptr, nullptr, nullptr, 0);
+  ductile_free(p);
+  void* a = ductile_malloc(size);
+  void* b = ductile_malloc(size);
+  // Not reached when the second free is found; a block handed out twice
+  // exits distinctly.
+  _exit(a == b ? 4 : 0);
+}
+
+TEST(DefaultMode, MediumAndHugeDoubleFreesAreFoundAtTheFree) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (size_t size : {size_t{20} << 10, size_t{64} << 10, size_t{1} << 20, size_t{3} << 20, size_t{4} << 20,
+                      size_t{8} << 20, size_t{64} << 20})
+    for (bool flush : {false, true}) {
+      SCOPED_TRACE(testing::Message() << size << " bytes, flush " << flush);
+      EXPECT_DEATH(free_twice_then_allocate(size, flush), kDouble);
+    }
+}
+
+// The second free from another thread, while the first copy sits in the
+// first thread's cache.
+TEST(DefaultMode, AMediumBlockFreedTwiceByTwoThreadsIsFound) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        void* p = ductile_malloc(64 << 10);
+        ductile_free(p);
+        std::thread t([p] { ductile_free(p); });
+        t.join();
+        _exit(0);
+      },
+      kDouble);
+}
+
+}  // namespace
+}  // namespace ductile
