@@ -10,7 +10,7 @@ namespace ductile::core {
 // The kernel under the runtime's OS layer, asked once while the runtime is
 // made: os::linux_kernel(). A weak definition, so that a test program can
 // define its own and put a fault-injecting kernel under the whole allocator
-// (test/unit/fault_test.cc); the shared library binds it internally.
+// (test/unit/core/fault_test.cc); the shared library binds it internally.
 os::Kernel& runtime_kernel() noexcept;
 
 // Makes the runtime ready; false while it is being made by this very thread.

@@ -390,9 +390,10 @@ TEST_F(HugeTest, StrictOvercommitPacksNewBlocksWithoutGaps) {
   expect_empty();
 }
 
-// #11's case 2 under strict overcommit, on the fake kernel's model of the
-// mappings, scaled down tenfold to stay quick (10 000 blocks, limit 6 554;
-// 100 000 blocks against 65 530 behave the same, in 40 s): the live huge
+// The scale cases' case 2 (bench/scale.c) under strict overcommit, on the
+// fake kernel's model of the mappings, scaled down tenfold to stay quick
+// (10 000 blocks, limit 6 554; 100 000 blocks against 65 530 behave the
+// same, in 40 s): the live huge
 // blocks take few mappings (packed: one read/write run), and with every
 // other one freed and purged -- each hole would be a PROT_NONE mapping of
 // its own -- ductile stops splitting at half the limit and hands the purged
