@@ -11,17 +11,11 @@ namespace ductile::core {
 using chunk::Extent;
 using small::ThreadCache;
 
-namespace {
-
 // Memory awaiting decay that starts (or wakes) the background thread: two
 // huge pages. A short-lived program that frees less never gets a thread.
 constexpr size_t kBackgroundStart = 2 * kHugePage;
 
-}  // namespace
-
 void background_arm() noexcept { rt().chunks.arm(kBackgroundStart); }
-
-namespace {
 
 // ---- idle caches' collection ---------------------------------------------
 // Medium blocks wait in thread caches for the next malloc of their class,
@@ -52,9 +46,10 @@ namespace {
 // in some cache, so a stale slot costs a wasted look, never a wrong purge.
 constexpr size_t kCachedResidentBound = size_t{64} << 20;
 constexpr size_t kCollectBatch = 128;  // slots per batch: its arrays (5 KiB) live on the background thread's 64 KiB stack
-}  // namespace
-Mutex g_collect_lock;  // one collection at a time
+Mutex g_collect_lock;                  // one collection at a time
+
 namespace {
+
 size_t g_collect_next = 0;  // where the last step's scan stopped (g_collect_lock)
 
 // Takes up to n cached medium blocks into out, from the cache list (its

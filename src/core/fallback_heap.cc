@@ -52,7 +52,10 @@ size_t bootstrap_size(const void* p) {
 }
 
 bool g_fork_heap = false;  // set in such a child only
+Mutex g_fork_heap_lock;    // for the threads such a child may start
+
 namespace {
+
 struct ForkHeapChunk {
   uintptr_t base = 0, end = 0;
 };
@@ -60,8 +63,9 @@ constexpr size_t kForkHeapChunks = 48;  // doubling sizes: far more than any add
 ForkHeapChunk g_fork_chunks[kForkHeapChunks];
 size_t g_fork_nchunks = 0;
 uintptr_t g_fork_next = 0;  // in the newest chunk
+
 }  // namespace
-Mutex g_fork_heap_lock;  // for the threads such a child may start
+
 
 void* fork_heap_alloc(size_t size, size_t align) {
   if (align < 16) align = 16;

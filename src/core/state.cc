@@ -17,20 +17,12 @@ __thread small::ThreadCache* t_cache __attribute__((tls_model("initial-exec"))) 
 
 Mutex g_init_lock;
 
-// ---- thread state (core/state.h) -------------------------------------
+// ---- thread state (each one's meaning: core/state.h) -------------------
 __thread uint8_t t_state __attribute__((tls_model("initial-exec"))) = kNoCache;
 __thread bool t_initialising __attribute__((tls_model("initial-exec"))) = false;
-// This thread has made a free without a cache (see cache_for_free).
 __thread bool t_freed_uncached __attribute__((tls_model("initial-exec"))) = false;
-// thread.tcache.enabled was set false: this thread makes no cache.
 __thread bool t_cache_off __attribute__((tls_model("initial-exec"))) = false;
-
-// Calls into the allocator under way on this thread (InCall): a fork from
-// a signal handler that interrupted one of them must not trust the heap in
-// the child (see prefork), even where the call held no lock at that moment
-// (a cache bin half flushed, its count not yet lowered).
 __thread unsigned t_calls __attribute__((tls_model("initial-exec"))) = 0;
-
 __thread bool t_forking __attribute__((tls_model("initial-exec"))) = false;
 
 bool inside_allocator() noexcept { return t_forking || t_calls != 0 || t_locks_held != 0 || ForkGate::inside(); }

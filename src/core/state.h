@@ -125,6 +125,8 @@ extern Mutex g_init_lock;
 // instead of making a cache again.
 enum ThreadState : uint8_t { kNoCache, kMakingCache, kHasCache, kExiting };
 extern __thread uint8_t t_state __attribute__((tls_model("initial-exec")));
+// This thread is making the runtime (ensure_ready): its calls meanwhile are
+// served from the start-up buffer.
 extern __thread bool t_initialising __attribute__((tls_model("initial-exec")));
 // This thread has made a free without a cache (see cache_for_free).
 extern __thread bool t_freed_uncached __attribute__((tls_model("initial-exec")));
