@@ -170,11 +170,13 @@ class HugeLayer {
   // Grows or shrinks the block in place (paths 1-3 for growth; shrinking gives
   // the tail back). Returns the new usable size; the old one when it could
   // not. New bytes are zeroed when `zero`.
-  size_t resize_in_place(chunk::Extent* e, size_t new_size, bool zero) noexcept;
+  // `way`, where given, is set to the growth path a growing block took.
+  size_t resize_in_place(chunk::Extent* e, size_t new_size, bool zero, GrowthPath* way = nullptr) noexcept;
   // Like resize_in_place, then mremap, then copy: returns the block's address
   // (maybe new), or nullptr with the old block intact. `new_size` is at least
   // the threshold.
-  [[nodiscard]] void* resize(chunk::Extent* e, size_t new_size, size_t align, bool zero) noexcept;
+  [[nodiscard]] void* resize(chunk::Extent* e, size_t new_size, size_t align, bool zero,
+                             GrowthPath* way = nullptr) noexcept;
 
   HugeStats stats() const noexcept;
   const Options& options() const noexcept { return options_; }
@@ -272,11 +274,11 @@ class HugeLayer {
   // block), so it is given one page where one page is guarded.
   bool lift_guards(chunk::Extent* e, size_t committed, bool strays, size_t from, size_t to) noexcept;
   // Growth paths 1-3. False, with the block unchanged, when none could serve.
-  bool grow_in_place(chunk::Extent* e, Span* s, size_t usable, bool zero) noexcept;
+  bool grow_in_place(chunk::Extent* e, Span* s, size_t usable, bool zero, GrowthPath* way) noexcept;
   // Paths 2-3: extends the span past its end to hold `usable` bytes.
   chunk::GrowResult extend(chunk::Extent* e, size_t usable) noexcept;
   // Paths 4-5: moves the block into a new span. nullptr, block intact, on failure.
-  void* move(chunk::Extent* e, Span* s, size_t usable, size_t align, bool zero) noexcept;
+  void* move(chunk::Extent* e, Span* s, size_t usable, size_t align, bool zero, GrowthPath* way) noexcept;
   // After a failed mremap onto `t`: makes sure [t, t+len) is still mapped.
   bool restore_target(chunk::Extent* t, size_t len) noexcept;
   // The block becomes `usable` bytes: zeroes the new bytes when asked, counts.

@@ -94,7 +94,7 @@ GrowResult HugeLayer::extend(Extent* e, size_t usable) noexcept {
   return {};
 }
 
-bool HugeLayer::grow_in_place(Extent* e, Span* s, size_t usable, bool zero) noexcept {
+bool HugeLayer::grow_in_place(Extent* e, Span* s, size_t usable, bool zero, GrowthPath* way) noexcept {
   GrowthPath path = GrowthPath::kHeadroom;
   if (usable + guard_room() > e->size) {
     // The chunk layer commits what it adds (in normal mode it is read/write
@@ -119,6 +119,7 @@ bool HugeLayer::grow_in_place(Extent* e, Span* s, size_t usable, bool zero) noex
   if (!commit_to(e, s, usable)) return false;
   set_usable(e, s, usable, zero);
   stats_.growth[static_cast<size_t>(path)].fetch_add(1, std::memory_order_relaxed);
+  if (way != nullptr) *way = path;
   return true;
 }
 
@@ -133,7 +134,7 @@ bool HugeLayer::restore_target(Extent* t, size_t len) noexcept {
   return !strict() || chunks_.os().commit(ptr(t->base), len);
 }
 
-void* HugeLayer::move(Extent* e, Span* s, size_t usable, size_t align, bool zero) noexcept {
+void* HugeLayer::move(Extent* e, Span* s, size_t usable, size_t align, bool zero, GrowthPath* way) noexcept {
   // From the mremap to the chunk layer's refill of the old range, and from
   // taking the new span to adopting it, the layers disagree about the
   // block: in flight (fork_gate.h).
@@ -200,19 +201,20 @@ void* HugeLayer::move(Extent* e, Span* s, size_t usable, size_t align, bool zero
   }
   set_usable(t, s, usable, zero);
   stats_.growth[static_cast<size_t>(path)].fetch_add(1, std::memory_order_relaxed);
+  if (way != nullptr) *way = path;
   return ptr(t->base);
 }
 
-size_t HugeLayer::resize_in_place(Extent* e, size_t new_size, bool zero) noexcept {
+size_t HugeLayer::resize_in_place(Extent* e, size_t new_size, bool zero, GrowthPath* way) noexcept {
   Span* s = span_of(e);
   const size_t old = e->usable;
   const size_t usable = size_for(new_size);
   if (usable == 0 || usable == old) return old;
   if (usable < old) return shrink_block(e, s, usable) ? usable : old;
-  return grow_in_place(e, s, usable, zero) ? usable : old;
+  return grow_in_place(e, s, usable, zero, way) ? usable : old;
 }
 
-void* HugeLayer::resize(Extent* e, size_t new_size, size_t align, bool zero) noexcept {
+void* HugeLayer::resize(Extent* e, size_t new_size, size_t align, bool zero, GrowthPath* way) noexcept {
   if (align < kPage) align = kPage;
   if (!is_pow2(align)) return nullptr;
   Span* s = span_of(e);
@@ -223,9 +225,9 @@ void* HugeLayer::resize(Extent* e, size_t new_size, size_t align, bool zero) noe
       if (usable < e->usable) (void)shrink_block(e, s, usable);  // refused: the block stays larger
       return ptr(e->base);
     }
-    if (grow_in_place(e, s, usable, zero)) return ptr(e->base);
+    if (grow_in_place(e, s, usable, zero, way)) return ptr(e->base);
   }
-  return move(e, s, usable, align, zero);
+  return move(e, s, usable, align, zero, way);
 }
 
 }  // namespace ductile::huge
