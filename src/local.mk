@@ -56,6 +56,8 @@ libductile_core_la_SOURCES = \
 	src/core/prof_table.h \
 	src/core/prof.cc \
 	src/core/prof_dump.cc \
+	src/core/growth.h \
+	src/core/growth.cc \
 	src/core/state.h \
 	src/core/state.cc \
 	src/core/fallback_heap.h \
@@ -111,7 +113,8 @@ libductile_core_la_SOURCES += \
 	src/api/glibc.cc \
 	src/api/mallctl_leaves.h \
 	src/api/mallctl.cc \
-	src/api/mallctl_leaves.cc
+	src/api/mallctl_leaves.cc \
+	src/api/mallctl_growth.cc
 
 # The C++ operators: the one part built with exceptions (the nothrow forms
 # catch what a new-handler throws).

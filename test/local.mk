@@ -170,6 +170,14 @@ test_integration_prof_prog_CFLAGS = -O2
 TESTS += test/integration/prof_test.sh
 EXTRA_DIST += test/integration/prof_test.sh
 
+# Growth profiles read by the real google-pprof, the totals at exit and
+# bin/ductile --growth: a program with known growth sites.
+check_PROGRAMS += test/integration/growth_prog
+test_integration_growth_prog_SOURCES = test/integration/growth_prog.c
+test_integration_growth_prog_CFLAGS = -O2
+TESTS += test/integration/growth_test.sh
+EXTRA_DIST += test/integration/growth_test.sh
+
 # Statistics and options from the environment (DUCTILE_STATS, DUCTILE_CONF
 # warnings, stats_print_opts) and bin/ductile --help.
 TESTS += test/integration/env_test.sh
@@ -286,6 +294,22 @@ test_unit_cxx_new_test_CXXFLAGS = $(ductile_test_cxxflags)
 test_unit_cxx_new_test_LDFLAGS = $(ductile_test_ldflags)
 test_unit_cxx_new_test_LDADD = $(ductile_test_ldadd)
 
+# How blocks grow, and the growth profile (the program runs itself again
+# with DUCTILE_CONF set), over the fake kernel; -rdynamic: dladdr names the
+# test's functions in the profile's stacks.
+check_PROGRAMS += test/unit/growth_test
+TESTS += test/unit/growth_test
+test_unit_growth_test_SOURCES = \
+	test/unit/core/growth_test.cc \
+	test/support/fake_kernel.h \
+	test/support/fake_kernel.cc \
+	test/support/patterns.h \
+	test/support/run_again.h
+test_unit_growth_test_CPPFLAGS = $(ductile_test_cppflags)
+test_unit_growth_test_CXXFLAGS = $(ductile_test_cxxflags)
+test_unit_growth_test_LDFLAGS = $(ductile_test_ldflags) -rdynamic
+test_unit_growth_test_LDADD = $(ductile_test_ldadd) -ldl
+
 # The differential tests pair jemalloc's names with free() and the other
 # standard names, which are the sanitizer's in a sanitizer build.
 if !DUCTILE_SANITIZE
@@ -297,7 +321,8 @@ test_unit_prof_test_SOURCES = \
 	test/unit/core/prof_test.cc \
 	test/unit/core/prof_dump_test.cc \
 	test/unit/core/prof_helpers.h \
-	test/support/patterns.h
+	test/support/patterns.h \
+	test/support/run_again.h
 test_unit_prof_test_CPPFLAGS = $(ductile_test_cppflags)
 test_unit_prof_test_CXXFLAGS = $(ductile_test_cxxflags)
 test_unit_prof_test_LDFLAGS = $(ductile_test_ldflags)

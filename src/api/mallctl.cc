@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "api/mallctl_leaves.h"
+#include "core/growth.h"
 #include "core/runtime.h"
 #include "core/stats.h"
 #include "ductile/ductile.h"
@@ -96,6 +97,8 @@ constexpr Node kOpt[] = {
     LEAF("prof_gdump", ctl_opt_prof_gdump),         // bool
     LEAF("prof_signal", ctl_opt_prof_signal),       // int (0: none)
     LEAF("stats_print_opts", ctl_opt_stats_print_opts), // const char *
+    LEAF("growth_prof", ctl_opt_growth_prof),       // bool
+    LEAF("lg_growth_sample", ctl_opt_lg_growth_sample), // size_t
     LEAF("dirty_decay_ms", ctl_opt_dirty_decay_ms), // ssize_t, jemalloc's
     LEAF("narenas", ctl_opt_narenas),               // unsigned, jemalloc's
     LEAF("muzzy_decay_ms", ctl_opt_muzzy_decay_ms), // ssize_t, jemalloc's (0: no muzzy stage)
@@ -103,6 +106,7 @@ constexpr Node kOpt[] = {
 };
 constexpr Node kConfig[] = {
     LEAF("debug", ctl_config_debug), LEAF("hardened", ctl_config_hardened), LEAF("stats", ctl_config_stats), LEAF("prof", ctl_config_prof)};
+constexpr Node kProfGrowth[] = {LEAF("dump", ctl_prof_growth_dump)};
 constexpr Node kProfKids[] = {
     LEAF("active", ctl_prof_active),
     LEAF("dump", ctl_prof_dump),
@@ -110,12 +114,20 @@ constexpr Node kProfKids[] = {
     LEAF("lg_sample", ctl_prof_lg_sample),
     LEAF("interval", ctl_prof_interval),
     LEAF("gdump", ctl_prof_gdump),
+    INNER("growth", kProfGrowth),
 };
 constexpr Node kGrowth[] = {
     LEAF("headroom", ctl_growth<0>), LEAF("neighbour", ctl_growth<1>), LEAF("fixed_map", ctl_growth<2>),
     LEAF("mremap", ctl_growth<3>),   LEAF("copy", ctl_growth<4>),
 };
 static_assert(sizeof kGrowth / sizeof kGrowth[0] == huge::kGrowthPaths, "a node for every growth path");
+// The process's growth by way (core/growth.h), then bytes copied and grown.
+constexpr Node kGrew[] = {
+    LEAF("in_place", ctl_grew<0>), LEAF("headroom", ctl_grew<1>), LEAF("neighbour", ctl_grew<2>),
+    LEAF("fixed_map", ctl_grew<3>), LEAF("mremap", ctl_grew<4>),  LEAF("copy", ctl_grew<5>),
+    LEAF("copied_bytes", ctl_grew<core::growth::kCopied>), LEAF("grown_bytes", ctl_grew<core::growth::kGrown>),
+};
+static_assert(sizeof kGrew / sizeof kGrew[0] == small::kGrowthCounters, "a node for every growth counter");
 constexpr Node kHuge[] = {
     INNER("growth", kGrowth),          LEAF("allocs", ctl_huge_allocs), LEAF("frees", ctl_huge_frees),
     LEAF("shrinks", ctl_huge_shrinks), LEAF("active", ctl_huge_active), LEAF("spans", ctl_huge_spans),
@@ -160,7 +172,7 @@ constexpr Node kMaps[] = {
 constexpr Node kDuctile[] = {
     INNER("huge", kHuge),     INNER("os", kOs),   INNER("chunk", kChunk),
     INNER("small", kSmall),   INNER("medium", kMedium), INNER("prefault", kPrefault),
-    INNER("maps", kMaps),     LEAF("trim", ctl_trim),
+    INNER("maps", kMaps),     LEAF("trim", ctl_trim), INNER("growth", kGrew),
 };
 constexpr Node kRootKids[] = {
     LEAF("version", ctl_version),

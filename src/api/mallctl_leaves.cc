@@ -99,18 +99,6 @@ DUCTILE_STAT(ctl_huge_allocated, size_t, s.huge.allocated)
 
 #undef DUCTILE_STAT
 
-template <size_t Path>
-int ctl_growth(Req& r, const size_t*, size_t) {
-  if (writes(r)) return EPERM;
-  uint64_t v = core::rt().huge.stats().growth[Path];
-  return read_value(r, v);
-}
-template int ctl_growth<0>(Req&, const size_t*, size_t);
-template int ctl_growth<1>(Req&, const size_t*, size_t);
-template int ctl_growth<2>(Req&, const size_t*, size_t);
-template int ctl_growth<3>(Req&, const size_t*, size_t);
-template int ctl_growth<4>(Req&, const size_t*, size_t);
-
 template <os::Call C>
 int ctl_os_calls(Req& r, const size_t*, size_t) {
   return read_only(r, core::rt().os.counters().get(C));

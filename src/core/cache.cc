@@ -10,6 +10,7 @@
 #include <new>
 
 #include "core/fallback_heap.h"
+#include "core/growth.h"
 #include "core/prof.h"
 
 namespace ductile::core {
@@ -42,6 +43,7 @@ ThreadCache* create_cache() {
       return nullptr;
     }
     tc = new (mem) ThreadCache();
+    growth::add_record(tc);
   }
   tc->init();
   {

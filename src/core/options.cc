@@ -115,6 +115,8 @@ bool set_prof_signal(Options& o, const char* v, size_t n) {
   o.prof_signal = sig;
   return true;
 }
+bool set_growth_prof(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.growth_prof); }
+bool set_lg_growth_sample(Options& o, const char* v, size_t n) { return parse_at_most(v, n, 63, &o.lg_growth_sample); }
 bool set_stats_print_opts(Options& o, const char* v, size_t n) {
   if (n >= kMaxStatsOpts) return false;
   // malloc_stats_print's letters ductile reads: J (JSON), b (no bins);
@@ -161,6 +163,8 @@ constexpr Entry kTable[] = {
     {"lg_prof_interval", set_lg_prof_interval, OptionKind::kNumber, "-1 (off) to 63"},
     {"prof_gdump", set_prof_gdump, OptionKind::kBool, kBoolWords},
     {"prof_signal", set_prof_signal, OptionKind::kText, "a signal name (SIGUSR2, USR2), a number up to 64 but KILL, STOP, SEGV and BUS, or none"},
+    {"growth_prof", set_growth_prof, OptionKind::kBool, kBoolWords},
+    {"lg_growth_sample", set_lg_growth_sample, OptionKind::kNumber, "0 to 63"},
 };
 
 // "DUCTILE_CONF: <what> "<entry>" ignored[ (<allowed>)]": an entry longer
@@ -277,6 +281,8 @@ bool option_to_string(const Options& o, const char* name, char* buf, size_t n) n
   else if (!std::strcmp(name, "prof_leak")) copy(o.prof_leak ? "true" : "false");
   else if (!std::strcmp(name, "stats_print_opts")) copy(o.stats_print_opts);
   else if (!std::strcmp(name, "prof_gdump")) copy(o.prof_gdump ? "true" : "false");
+  else if (!std::strcmp(name, "growth_prof")) copy(o.growth_prof ? "true" : "false");
+  else if (!std::strcmp(name, "lg_growth_sample")) (void)format_u64(o.lg_growth_sample, buf, n);
   else if (!std::strcmp(name, "lg_prof_interval")) {
     if (o.lg_prof_interval < 0) copy("-1");
     else (void)format_u64(static_cast<uint64_t>(o.lg_prof_interval), buf, n);

@@ -40,6 +40,9 @@ struct Options {
   int lg_prof_interval = -1;           // a dump per 2^N bytes allocated; -1: none
   bool prof_gdump = false;             // a dump at each new high of the sampled live bytes
   int prof_signal = 0;                 // a dump when this signal arrives; 0: none
+  // The growth profile (core/growth.h), ductile's own.
+  bool growth_prof = false;            // sample growth events by call site; a profile at exit
+  size_t lg_growth_sample = 16;        // mean bytes grown between samples: 2^16, 64 KiB
 };
 
 // How an option's value reads: a number, true/false, or text (for JSON).

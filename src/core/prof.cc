@@ -103,26 +103,7 @@ void learn_unwinder() {
 }
 
 std::atomic<void (*)()> g_capture_hook{nullptr};
-
-// The calling thread's stack, ductile's own frames left off its top.
-size_t capture(void** out) {
-  if (void (*hook)() = g_capture_hook.load(std::memory_order_acquire)) hook();
-  learn_text();
-  learn_unwinder();
-  void* raw[kMaxFrames + 16];
-  const int want = static_cast<int>(sizeof raw / sizeof raw[0]);
-  const UnwBacktrace unw = g_unw.load(std::memory_order_acquire);
-  int n = unw != nullptr ? unw(raw, want) : backtrace(raw, want);
-  if (n < 0) n = 0;
-  size_t first = 0;
-  while (first < static_cast<size_t>(n) && in_text(raw[first])) first++;
-  // Linked into the program itself (the unit tests), everything up to
-  // main is "ours": keep the whole stack rather than an empty one.
-  if (first == static_cast<size_t>(n)) first = 0;
-  size_t depth = 0;
-  for (size_t i = first; i < static_cast<size_t>(n) && depth < kMaxFrames; i++) out[depth++] = raw[i];
-  return depth;
-}
+std::atomic<bool> g_whole_stacks{false};
 
 uint64_t hash_of(void* const* frames, size_t depth) {
   uint64_t h = 0x9e3779b97f4a7c15ull ^ depth;
@@ -132,23 +113,6 @@ uint64_t hash_of(void* const* frames, size_t depth) {
     h ^= h >> 33;
   }
   return h;
-}
-
-// The bucket of this stack, made if new (g_lock held); nullptr without memory.
-Bucket* bucket_for(void* const* frames, size_t depth) {
-  const uint64_t h = hash_of(frames, depth);
-  Bucket** head = &g_table[h % kTableSize];
-  for (Bucket* b = *head; b != nullptr; b = b->next)
-    if (b->hash == h && b->depth == depth && std::memcmp(b->frames, frames, depth * sizeof(void*)) == 0) return b;
-  const size_t bytes = sizeof(Bucket) + (depth > 0 ? depth - 1 : 0) * sizeof(void*);
-  auto* b = static_cast<Bucket*>(rt().chunks.meta().alloc(bytes, alignof(Bucket)));
-  if (b == nullptr) return nullptr;
-  b->hash = h;
-  b->depth = depth;
-  std::memcpy(b->frames, frames, depth * sizeof(void*));
-  b->next = *head;
-  *head = b;
-  return b;
 }
 
 Sample* new_sample() {
@@ -169,6 +133,43 @@ uint64_t splitmix(uint64_t x) {
 }  // namespace
 
 uint64_t rate() { return uint64_t{1} << g_lg.load(std::memory_order_relaxed); }
+
+// ---- stacks and their buckets --------------------------------------------
+size_t capture(void** out) {
+  if (void (*hook)() = g_capture_hook.load(std::memory_order_acquire)) hook();
+  learn_text();
+  learn_unwinder();
+  void* raw[kMaxFrames + 16];
+  const int want = static_cast<int>(sizeof raw / sizeof raw[0]);
+  const UnwBacktrace unw = g_unw.load(std::memory_order_acquire);
+  int n = unw != nullptr ? unw(raw, want) : backtrace(raw, want);
+  if (n < 0) n = 0;
+  size_t first = 0;
+  if (!g_whole_stacks.load(std::memory_order_relaxed))
+    while (first < static_cast<size_t>(n) && in_text(raw[first])) first++;
+  // Linked into the program itself (the unit tests), everything up to
+  // main is "ours": keep the whole stack rather than an empty one.
+  if (first == static_cast<size_t>(n)) first = 0;
+  size_t depth = 0;
+  for (size_t i = first; i < static_cast<size_t>(n) && depth < kMaxFrames; i++) out[depth++] = raw[i];
+  return depth;
+}
+
+Bucket* bucket_for(Bucket** table, void* const* frames, size_t depth) {
+  const uint64_t h = hash_of(frames, depth);
+  Bucket** head = &table[h % kTableSize];
+  for (Bucket* b = *head; b != nullptr; b = b->next)
+    if (b->hash == h && b->depth == depth && std::memcmp(b->frames, frames, depth * sizeof(void*)) == 0) return b;
+  const size_t bytes = sizeof(Bucket) + (depth > 0 ? depth - 1 : 0) * sizeof(void*);
+  auto* b = static_cast<Bucket*>(rt().chunks.meta().alloc(bytes, alignof(Bucket)));
+  if (b == nullptr) return nullptr;
+  b->hash = h;
+  b->depth = depth;
+  std::memcpy(b->frames, frames, depth * sizeof(void*));
+  b->next = *head;
+  *head = b;
+  return b;
+}
 
 // ---- arithmetic ---------------------------------------------------------
 double ln(double x) noexcept {
@@ -282,7 +283,7 @@ Sample* record(size_t bytes) noexcept {
   Sample* s = nullptr;
   {
     LockGuard g(g_lock);
-    Bucket* b = bucket_for(frames, depth);
+    Bucket* b = bucket_for(g_table, frames, depth);
     if (b != nullptr && (s = new_sample()) != nullptr) {
       s->bucket = b;
       s->bytes = bytes;
@@ -315,6 +316,7 @@ void release(Sample* s) noexcept {
 }
 
 void set_capture_hook(void (*hook)()) noexcept { g_capture_hook.store(hook, std::memory_order_release); }
+void set_whole_stacks(bool on) noexcept { g_whole_stacks.store(on, std::memory_order_relaxed); }
 
 void resize(Sample* s, size_t bytes) noexcept {
   LockGuard g(g_lock);

@@ -97,6 +97,10 @@ void release(Sample* s) noexcept;
 void resize(Sample* s, size_t bytes) noexcept;
 // Tests: `hook` (nullptr: none) runs at the start of every stack capture.
 void set_capture_hook(void (*hook)()) noexcept;
+// Tests linked with the allocator's objects, where ductile's code and the
+// program's are one text: stacks keep every frame (`on`), not only those
+// past the frames in that text.
+void set_whole_stacks(bool on) noexcept;
 
 // prof.dump: writes the profile to `filename`, or (nullptr) to
 // <prefix>.<pid>.<seq>.m<mseq>.heap. 0, or EFAULT when profiling is off or

@@ -27,81 +27,23 @@ uint64_t g_udump_seq = 0;  // prof_gdump's
 uint64_t g_sdump_seq = 0;  // prof_signal's
 
 // ---- writing a dump ----------------------------------------------------
-// Text goes out through a stack buffer with write(2): nothing allocates.
-class Out {
- public:
-  explicit Out(int fd) : fd_(fd) {}
-  ~Out() { flush(); }
-  Out& str(const char* s) { return bytes(s, std::strlen(s)); }
-  Out& bytes(const char* s, size_t n) {
-    while (n > 0) {
-      if (len_ == sizeof buf_) flush();
-      size_t k = sizeof buf_ - len_ < n ? sizeof buf_ - len_ : n;
-      std::memcpy(buf_ + len_, s, k);
-      len_ += k;
-      s += k;
-      n -= k;
-    }
-    return *this;
-  }
-  Out& u64(uint64_t v) {
-    char t[24];
-    return bytes(t, format_u64(v, t, sizeof t));
-  }
-  Out& hex(uintptr_t v) {
-    char t[2 + 16];
-    size_t n = 0;
-    char d[16];
-    do {
-      d[n++] = "0123456789abcdef"[v & 15];
-      v >>= 4;
-    } while (v != 0);
-    t[0] = '0';
-    t[1] = 'x';
-    for (size_t i = 0; i < n; i++) t[2 + i] = d[n - 1 - i];
-    return bytes(t, 2 + n);
-  }
-  bool ok() {
-    flush();
-    return ok_;
-  }
-
- private:
-  void flush() {
-    size_t off = 0;
-    while (off < len_ && ok_) {
-      ssize_t w = ::write(fd_, buf_ + off, len_ - off);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0)
-        ok_ = false;
-      else
-        off += static_cast<size_t>(w);
-    }
-    len_ = 0;
-  }
-  int fd_;
-  char buf_[4096];
-  size_t len_ = 0;
-  bool ok_ = true;
-};
-
 // "<n>: <bytes> [<n>: <bytes>]", the counts of google-pprof's heap format.
 void counts(Out& o, uint64_t ln, uint64_t lb, uint64_t tn, uint64_t tb) {
   o.u64(ln).str(": ").u64(lb).str(" [").u64(tn).str(": ").u64(tb).str("]");
 }
 
-bool write_profile(int fd) {
+}  // namespace
+
+bool write_table(int fd, Bucket* const* table, const char* type) {
   Out o(fd);
   {
     LockGuard g(g_lock);
     uint64_t ln = 0, lb = 0, tn = 0, tb = 0;
-    for_each_bucket([&](const Bucket& b) { ln += b.live_n, lb += b.live_bytes, tn += b.total_n, tb += b.total_bytes; });
-    // heap_v2/<rate>: samples of a Poisson process over bytes, which
-    // google-pprof scales back up by 1 / (1 - exp(-size / rate)).
+    for_each_bucket(table, [&](const Bucket& b) { ln += b.live_n, lb += b.live_bytes, tn += b.total_n, tb += b.total_bytes; });
     o.str("heap profile: ");
     counts(o, ln, lb, tn, tb);
-    o.str(" @ heap_v2/").u64(rate()).str("\n");
-    for_each_bucket([&](const Bucket& b) {
+    o.str(" @ ").str(type).str("\n");
+    for_each_bucket(table, [&](const Bucket& b) {
       if (b.live_n == 0 && b.total_n == 0) return;
       counts(o, b.live_n, b.live_bytes, b.total_n, b.total_bytes);
       o.str(" @");
@@ -124,10 +66,10 @@ bool write_profile(int fd) {
   return o.ok();
 }
 
-// <prefix>.<pid>.<seq>.<kind><n>.heap, jemalloc's names (kind "m" for
+// Heap profiles are jemalloc's names, suffix "heap": kind "m" for
 // prof.dump, "i" for lg_prof_interval, "u" for prof_gdump, "s" -- ductile's
-// -- for prof_signal, "f" without a number for the final dump).
-void dump_name(char* out, size_t n, char kind, bool numbered) {
+// -- for prof_signal, "f" without a number for the final dump.
+void dump_name(char* out, size_t n, char kind, bool numbered, const char* suffix) {
   char pid[24], seq[24], k[24];
   format_u64(static_cast<uint64_t>(getpid()), pid, sizeof pid);
   {
@@ -150,14 +92,21 @@ void dump_name(char* out, size_t n, char kind, bool numbered) {
   char kk[2] = {kind, '\0'};
   put(kk);
   if (numbered) put(k);
-  put(".heap");
+  put(".");
+  put(suffix);
   out[len] = '\0';
 }
+
+namespace {
 
 int dump_to(const char* path) {
   int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return EFAULT;
-  bool ok = write_profile(fd);
+  // heap_v2/<rate>: samples of a Poisson process over bytes, which
+  // google-pprof scales back up by 1 / (1 - exp(-size / rate)).
+  char type[40] = "heap_v2/";
+  (void)format_u64(rate(), type + 8, sizeof type - 8);
+  bool ok = write_table(fd, g_table, type);
   ok = ::close(fd) == 0 && ok;
   return ok ? 0 : EFAULT;
 }
@@ -189,7 +138,7 @@ void write_wanted() {
   } kinds[] = {{kWantInterval, 'i'}, {kWantGdump, 'u'}, {kWantSignal, 's'}};
   for (const auto& k : kinds) {
     if (!(want & k.bit)) continue;
-    dump_name(name, sizeof name, k.kind, true);
+    dump_name(name, sizeof name, k.kind, true, "heap");
     (void)dump_to(name);
   }
   t_busy = was_busy;
@@ -230,7 +179,7 @@ void init(const Options& o) noexcept {
       if (old.sa_handler == SIG_DFL && (s == SIGTERM || s == SIGINT || s == SIGHUP || s == SIGQUIT)) g_stop_signal = s;
     }
   }
-  if (g_enabled && g_final && g_leak) {
+  if ((g_enabled && g_final && g_leak) || (kProf && o.growth_prof)) {
     // Programs may close stderr in an atexit handler that runs first.
     int fd = fcntl(2, F_DUPFD_CLOEXEC, 64);
     if (fd >= 0) g_exit_fd = fd;
@@ -247,7 +196,7 @@ int dump(const char* filename) noexcept {
   char name[kMaxPath];
   if (filename == nullptr) {
     if (g_prefix[0] == '\0') return EFAULT;
-    dump_name(name, sizeof name, 'm', true);
+    dump_name(name, sizeof name, 'm', true, "heap");
     filename = name;
   }
   return dump_to(filename);
@@ -256,7 +205,7 @@ int dump(const char* filename) noexcept {
 void at_exit() noexcept {
   if (!g_enabled || !g_final || g_prefix[0] == '\0') return;
   char name[kMaxPath];
-  dump_name(name, sizeof name, 'f', false);
+  dump_name(name, sizeof name, 'f', false, "heap");
   const bool written = dump_to(name) == 0;
   if (!g_leak) return;
   const Totals t = live_totals();

@@ -9,12 +9,24 @@
 #include "core/fallback_heap.h"
 #include "core/fast_path.h"
 #include "core/free.h"
+#include "core/growth.h"
 #include "core/place.h"
 
 namespace ductile::core {
 
 using chunk::Extent;
 using chunk::ExtentKind;
+using growth::Way;
+
+namespace {
+
+// The way of a huge block's growth path.
+Way way_of(huge::GrowthPath p) { return static_cast<Way>(static_cast<size_t>(p) + 1); }
+static_assert(static_cast<size_t>(Way::kHeadroom) == static_cast<size_t>(huge::GrowthPath::kHeadroom) + 1 &&
+                  static_cast<size_t>(Way::kCopy) == static_cast<size_t>(huge::GrowthPath::kCopy) + 1,
+              "the huge layer's growth paths are the ways after in place, in order");
+
+}  // namespace
 
 size_t resize_in_place(void* p, size_t size, bool zero) noexcept {
   if (g_fork_heap) return usable_size(p);
@@ -23,10 +35,12 @@ size_t resize_in_place(void* p, size_t size, bool zero) noexcept {
   if (e == nullptr) return 0;
   size_t old = usable_of(e);
   if (e->kind == ExtentKind::kHuge && size >= huge_threshold()) {
-    size_t now = rt().huge.resize_in_place(e, size, zero);
+    huge::GrowthPath path = huge::GrowthPath::kHeadroom;
+    size_t now = rt().huge.resize_in_place(e, size, zero, &path);
     if (now != old) {
       count_bytes(now, old);
       if (kProf && e->sample != nullptr) prof::resize(sample_of(e), now);
+      if (now > old) growth::note(way_of(path), now - old, 0);
     }
     return now;
   }
@@ -40,6 +54,7 @@ size_t resize_in_place(void* p, size_t size, bool zero) noexcept {
     } else if (want < e->size && !rt().chunks.shrink(e, want)) {
       return old;
     }
+    if (want > old) growth::note(Way::kInPlace, want - old, 0);
     e->size_class = static_cast<uint16_t>(cls);
     e->usable = want;
     if (kProf && e->sample != nullptr) prof::resize(sample_of(e), want);  // and stays untagged
@@ -120,6 +135,7 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
       if (q == nullptr) return nullptr;  // errno is set; the old block is intact
       std::memcpy(q, p, old < size ? old : size);
       dealloc(p);
+      if (size > old) growth::note(Way::kCopy, place(size, 0).usable - old, old);
       return q;
     }
   }
@@ -141,9 +157,12 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
       // A sampled block's sample follows it, moved or not, with its new size.
       prof::Sample* s = kProf ? sample_of(e) : nullptr;
       e->sample = nullptr;
-      void* q = rt().huge.resize(e, size, align < kPage ? kPage : align, zero);
+      huge::GrowthPath path = huge::GrowthPath::kHeadroom;
+      void* q = rt().huge.resize(e, size, align < kPage ? kPage : align, zero, &path);
+      const size_t now = huge::HugeLayer::size_for(size);
       if (q == nullptr) errno = ENOMEM;
-      else count_bytes(huge::HugeLayer::size_for(size), old);
+      else count_bytes(now, old);
+      if (q != nullptr && now > old) growth::note(way_of(path), now - old, path == huge::GrowthPath::kCopy ? old : 0);
       if (s != nullptr) {
         Extent* now = rt().chunks.lookup(q != nullptr ? q : p);
         now->sample = s;
@@ -178,9 +197,16 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
   void* q = nullptr;
   if (e != nullptr && brings_pages(e, old, size, align)) q = rt().huge.alloc_from(e, size, zero, &moved);
   else if (to_huge) q = rt().huge.alloc(size, kPage, zero, true);
-  if (q != nullptr) count_bytes(huge::HugeLayer::size_for(size), 0);
-  else q = alloc_impl(size, align, zero, cached, size > old);
+  size_t now;  // q's usable size
+  if (q != nullptr) {
+    now = huge::HugeLayer::size_for(size);
+    count_bytes(now, 0);
+  } else {
+    q = alloc_impl(size, align, zero, cached, size > old);
+    now = place(size, align).usable;
+  }
   if (q == nullptr) return nullptr;  // the old block is intact
+  if (now > old) growth::note(moved ? Way::kMremap : Way::kCopy, now - old, moved ? 0 : old);
   if (moved) {
     count_bytes(0, old);
     return q;

@@ -15,6 +15,7 @@
 #include "core/cache.h"
 #include "core/collect.h"
 #include "core/fork.h"
+#include "core/growth.h"
 #include "core/prof.h"
 #include "core/state.h"
 #include "core/stats.h"
@@ -24,6 +25,7 @@ namespace ductile::core {
 __attribute__((weak)) os::Kernel& runtime_kernel() noexcept { return os::linux_kernel(); }
 namespace {
 void prof_at_exit() { prof::at_exit(); }
+void growth_at_exit() { growth::at_exit(); }
 }  // namespace
 
 Runtime::Runtime(const Options& o) noexcept
@@ -45,6 +47,7 @@ Runtime::Runtime(const Options& o) noexcept
              return h;
            }()) {
   prof::init(o);
+  growth::init(o);
   prefault.init(&os, o.prefault);
   // decay_ms:0 purges on free: nothing is left for a background thread.
   background.init(o.background_thread && o.decay_ms != 0, o.decay_ms * 1000000u, &background_step,
@@ -100,6 +103,7 @@ bool ensure_ready() noexcept {
     pthread_atfork(prefork, postfork_parent, postfork_child);
     if (o.stats_print) print_stats_at_exit_on();
     if (kProf && o.prof && o.prof_final) atexit(prof_at_exit);
+    if (kProf && o.growth_prof) atexit(growth_at_exit);
     g_huge_threshold = rt().huge.options().threshold;
     g_ready.store(true, std::memory_order_release);
   }

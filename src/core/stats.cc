@@ -22,6 +22,7 @@ void take_snapshot(StatsSnapshot& s) noexcept {
     s.small.active += b.slabs * small::kClasses.slab_pages[c] * kPage;
   }
   s.huge_layer = r.huge.stats();
+  s.growth = growth::totals();
   s.arena = r.arena.stats();
   s.prefault = r.prefault.stats();
   s.background = r.background.stats();

@@ -17,6 +17,7 @@
 
 #include "chunk/chunk.h"
 #include "core/background.h"
+#include "core/growth.h"
 #include "huge/huge.h"
 #include "os/os.h"
 #include "small/bin.h"
@@ -49,6 +50,7 @@ struct StatsSnapshot {
 
   chunk::ChunkStats chunk;
   huge::HugeStats huge_layer;
+  growth::Totals growth;          // every block's growth by realloc, rallocx, xallocx
   small::BinStats bins[small::kNumSmall];
   small::ArenaStats arena;        // slab regions
   small::PrefaultStats prefault;  // the prefault helper

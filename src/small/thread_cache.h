@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/counter.h"
 #include "small/size_classes.h"
 
 namespace ductile::small {
@@ -89,6 +90,10 @@ constexpr bool slabs_numbered_in_a_byte() {
 }  // namespace detail
 static_assert(detail::slabs_numbered_in_a_byte(), "a tag's high byte numbers a slab's pages, its low byte the class");
 
+// Counters of the growth of blocks by realloc, rallocx and xallocx that a
+// thread cache keeps for the core (core/growth.h names them).
+inline constexpr size_t kGrowthCounters = 8;
+
 struct ThreadCache {
   CacheBin bins[kNumClasses];
   uint64_t allocated = 0;    // bytes handed out by this thread (class sizes)
@@ -107,6 +112,13 @@ struct ThreadCache {
   ThreadCache* next = nullptr;  // live list, or the free pool
   ThreadCache* prev = nullptr;
   uint32_t bin_set = 0;  // which set of bins (Runtime::bins) this thread fills from
+  // Growth counters (core/growth.h): written by the thread that holds this
+  // record -- their one writer -- and read by statistics from any thread.
+  // They add up across the threads that hold the record in turn, and init()
+  // leaves them alone: the process's totals are the sum over every record
+  // ever made (all_next links them, never unlinked).
+  LockedCounter<uint64_t> growth[kGrowthCounters];
+  ThreadCache* all_next = nullptr;
   void* slots[kCacheSlots];
 
   void init() noexcept {

@@ -23,6 +23,7 @@
 #include "core/runtime.h"
 #include "ductile/ductile.h"
 #include "support/patterns.h"
+#include "support/run_again.h"
 #include "unit/core/prof_helpers.h"
 
 namespace ductile {
@@ -339,34 +340,14 @@ TEST(ProfMath, IntervalsAreExponentialOfTheMean) {
 }  // namespace ductile
 
 int main(int argc, char** argv) {
-  // The options are read at the first allocation, before main: run again
-  // with them set.
-  if (getenv("DUCTILE_PROF_TEST_DIR") == nullptr) {
-    const char* tmp = getenv("TMPDIR");
-    std::string templ = std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/ductile-prof-test.XXXXXX";
-    std::vector<char> buf(templ.begin(), templ.end());
-    buf.push_back('\0');
-    char* dir = mkdtemp(buf.data());
-    if (dir == nullptr) return 1;
-    // No background thread: its creation would be a sample that stays.
-    // lg_prof_interval:40: an interval too long for a dump to come (the
-    // named dumps' numbers are checked).
-    std::string conf = std::string("prof:true,lg_prof_sample:0,background_thread:false,lg_prof_interval:40,"
-                                   "prof_signal:SIGUSR2,prof_prefix:") +
-                       dir + "/t";
-    setenv("DUCTILE_CONF", conf.c_str(), 1);
-    setenv("DUCTILE_PROF_TEST_DIR", dir, 1);
-    pid_t pid = fork();
-    if (pid == 0) {
-      execv("/proc/self/exe", argv);
-      _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    std::string rm = std::string("rm -rf ") + dir;
-    if (system(rm.c_str()) != 0) return 1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-  }
+  // No background thread: its creation would be a sample that stays.
+  // lg_prof_interval:40: an interval too long for a dump to come (the
+  // named dumps' numbers are checked).
+  const int status = ductile::test::run_again_with_conf(
+      argv, "DUCTILE_PROF_TEST_DIR", "ductile-prof-test",
+      "prof:true,lg_prof_sample:0,background_thread:false,lg_prof_interval:40,prof_signal:SIGUSR2,prof_prefix:",
+      "/t");
+  if (status >= 0) return status;
   ductile::g_dir = getenv("DUCTILE_PROF_TEST_DIR");
   testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
