@@ -7,6 +7,9 @@
 //   BM_Pair/N             one malloc+free pair of N bytes per iteration
 //   BM_Batch64            malloc 1000 blocks of 64 B, then free them (items =
 //                         pairs)
+//   BM_ReallocGrow        a string's way up: malloc 16 B, realloc it to 64,
+//                         256, 1 KiB and 4 KiB, writing its last byte at each
+//                         size, then free it (items = reallocs)
 //   BM_ProducerConsumer   thread 0 mallocs blocks of 16..512 B (cycling) and
 //                         passes them through a lock-free SPSC ring to thread
 //                         1, which reads each block's first byte and frees
@@ -66,6 +69,26 @@ void BM_Batch64(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(state.iterations() * kBatch);
+}
+
+void BM_ReallocGrow(benchmark::State& state) {
+  static constexpr size_t kSizes[] = {64, 256, 1024, 4096};
+  for (auto _ : state) {
+    char* p = static_cast<char*>(std::malloc(16));
+    p[15] = 1;
+    for (size_t size : kSizes) {
+      p = static_cast<char*>(std::realloc(p, size));
+      if (p == nullptr) {
+        state.SkipWithError("realloc returned NULL");
+        return;
+      }
+      p[size - 1] = 1;
+    }
+    benchmark::DoNotOptimize(p);
+    std::free(p);
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * 4);
 }
 
 // Bounded single-producer single-consumer ring, batched on both sides: the
@@ -179,6 +202,7 @@ void register_benchmarks() {
   for (long n : {16L, 64L, 4096L, 65536L, 1048576L}) pair->Arg(n);
   if (g_pair_iterations > 0) pair->Iterations(g_pair_iterations);
   benchmark::RegisterBenchmark("BM_Batch64", BM_Batch64)->Arg(64);
+  benchmark::RegisterBenchmark("BM_ReallocGrow", BM_ReallocGrow);
   benchmark::RegisterBenchmark("BM_ProducerConsumer", BM_ProducerConsumer)
       ->Threads(2)
       ->UseRealTime();

@@ -121,11 +121,11 @@ constexpr Node kGrowth[] = {
     LEAF("mremap", ctl_growth<3>),   LEAF("copy", ctl_growth<4>),
 };
 static_assert(sizeof kGrowth / sizeof kGrowth[0] == huge::kGrowthPaths, "a node for every growth path");
-// The process's growth by way (core/growth.h), then bytes copied and grown.
+// The process's growth by way (core/growth.h), then the bytes copied.
 constexpr Node kGrew[] = {
     LEAF("in_place", ctl_grew<0>), LEAF("headroom", ctl_grew<1>), LEAF("neighbour", ctl_grew<2>),
     LEAF("fixed_map", ctl_grew<3>), LEAF("mremap", ctl_grew<4>),  LEAF("copy", ctl_grew<5>),
-    LEAF("copied_bytes", ctl_grew<core::growth::kCopied>), LEAF("grown_bytes", ctl_grew<core::growth::kGrown>),
+    LEAF("copied_bytes", ctl_grew<core::growth::kCopied>),
 };
 static_assert(sizeof kGrew / sizeof kGrew[0] == small::kGrowthCounters, "a node for every growth counter");
 constexpr Node kHuge[] = {

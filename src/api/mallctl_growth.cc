@@ -26,7 +26,7 @@ template int ctl_growth<4>(Req&, const size_t*, size_t);
 template <size_t I>
 int ctl_grew(Req& r, const size_t*, size_t) {
   const core::growth::Totals t = core::growth::totals();
-  const uint64_t v = I < core::growth::kWays ? t.events[I] : I == core::growth::kCopied ? t.copied : t.grown;
+  const uint64_t v = I < core::growth::kWays ? t.events[I] : t.copied;
   return read_only(r, v);
 }
 template int ctl_grew<0>(Req&, const size_t*, size_t);
@@ -36,7 +36,6 @@ template int ctl_grew<3>(Req&, const size_t*, size_t);
 template int ctl_grew<4>(Req&, const size_t*, size_t);
 template int ctl_grew<5>(Req&, const size_t*, size_t);
 template int ctl_grew<core::growth::kCopied>(Req&, const size_t*, size_t);
-template int ctl_grew<core::growth::kGrown>(Req&, const size_t*, size_t);
 
 int ctl_opt_growth_prof(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.growth_prof); }
 int ctl_opt_lg_growth_sample(Req& r, const size_t*, size_t) {

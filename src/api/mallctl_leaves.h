@@ -182,7 +182,7 @@ int ctl_prof_gdump(Req& r, const size_t* mib, size_t miblen);
 int ctl_prof_active(Req& r, const size_t* mib, size_t miblen);
 int ctl_prof_dump(Req& r, const size_t* mib, size_t miblen);
 // mallctl_growth.cc: how blocks grow (core/growth.h). ctl_grew<I>: the
-// process's counter I (the ways, then the bytes copied, the bytes grown).
+// process's counter I (the ways, then the bytes copied).
 template <size_t I>
 int ctl_grew(Req& r, const size_t* mib, size_t miblen);
 int ctl_opt_growth_prof(Req& r, const size_t* mib, size_t miblen);

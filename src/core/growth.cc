@@ -109,9 +109,8 @@ int write_to(const char* path) {
 }  // namespace
 
 // ---- counters -------------------------------------------------------------
-void note_uncached(Way way, size_t grown, size_t copied) noexcept {
+void note_uncached(Way way, size_t copied) noexcept {
   g_uncached[static_cast<size_t>(way)].fetch_add(1, std::memory_order_relaxed);
-  g_uncached[kGrown].fetch_add(grown, std::memory_order_relaxed);
   if (copied != 0) g_uncached[kCopied].fetch_add(copied, std::memory_order_relaxed);
 }
 
@@ -130,7 +129,6 @@ Totals totals() noexcept {
   Totals t;
   for (size_t i = 0; i < kWays; i++) t.events[i] = sum[i];
   t.copied = sum[kCopied];
-  t.grown = sum[kGrown];
   return t;
 }
 
@@ -175,7 +173,7 @@ void at_exit() noexcept {
   uint64_t events = 0;
   for (uint64_t n : t.events) events += n;
   prof::Out o(prof::g_exit_fd);
-  o.str("<ductile>: growth: ").u64(events).str(" reallocs grew blocks by ").u64(t.grown).str(" bytes:");
+  o.str("<ductile>: growth: ").u64(events).str(" reallocs grew blocks:");
   for (size_t i = 0; i < kWays; i++) o.str(i == 0 ? " " : ", ").str(kWayNames[i]).str(" ").u64(t.events[i]);
   o.str(" (").u64(t.copied).str(" bytes copied)\n");
   if (written) o.str("<ductile>: Run google-pprof on \"").str(name).str("\" for the call sites\n");

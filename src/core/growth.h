@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 // How blocks grow: every realloc, rallocx and xallocx that gives a block
-// more usable bytes is counted by the way it grew, with the bytes it grew
-// by and the bytes it copied; and, with growth_prof:true, sampled by call
-// site into a growth profile that google-pprof reads.
+// more usable bytes is counted by the way it grew, with the bytes it
+// copied; and, with growth_prof:true, sampled by call site into a growth
+// profile that google-pprof reads. A growth's bytes are the size asked for
+// beyond the block's old usable size.
 //
 // The ways, cheapest first: in place (a small block within its class, a
 // medium block whose page run grew where it lies), a huge block's headroom,
@@ -11,9 +12,10 @@
 // pages move into the huge range), and a copy (a new block, the bytes
 // copied, the old block freed).
 //
-// Counting costs a thread two stores into its cache record (no atomic
-// read-modify-write, no shared line); a thread without a cache counts into
-// shared atomics. A read sums every cache record ever made, lock-free.
+// Counting costs a thread one or two counter updates in its cache record
+// (no atomic read-modify-write, no shared line); a thread without a cache
+// counts into shared atomics. A read sums every cache record ever made,
+// lock-free.
 //
 // The profile samples growth events by the bytes they grew (a Poisson
 // process, as the heap profiler samples bytes allocated: an event of g
@@ -42,21 +44,19 @@ namespace ductile::core::growth {
 
 enum class Way : uint8_t { kInPlace, kHeadroom, kNeighbour, kFixedMap, kMremap, kCopy, kCount };
 inline constexpr size_t kWays = static_cast<size_t>(Way::kCount);
-// The counters after the ways: the bytes copied, the bytes grown.
+// The counter after the ways: the bytes copied.
 inline constexpr size_t kCopied = kWays;
-inline constexpr size_t kGrown = kWays + 1;
-static_assert(kGrown + 1 == small::kGrowthCounters, "a thread cache keeps every growth counter");
+static_assert(kCopied + 1 == small::kGrowthCounters, "a thread cache keeps every growth counter");
 
 // The ways' names, as mallctl ("ductile.growth.<name>") and the statistics
 // spell them.
 inline constexpr const char* kWayNames[] = {"in_place", "headroom", "neighbour", "fixed_map", "mremap", "copy"};
 static_assert(sizeof kWayNames / sizeof kWayNames[0] == kWays, "a name for every way");
 
-// The process's totals: events by way, bytes copied, bytes grown.
+// The process's totals: events by way, bytes copied.
 struct Totals {
   uint64_t events[kWays] = {};
   uint64_t copied = 0;
-  uint64_t grown = 0;
 };
 Totals totals() noexcept;
 
@@ -69,19 +69,20 @@ extern bool g_on;
 // Reads the options at start-up (the runtime's constructor).
 void init(const Options& o) noexcept;
 // The slow half of note(): the sampling clock, and a sample when it is due.
-void sample(Way way, size_t grown, size_t copied) noexcept;
+__attribute__((cold)) void sample(Way way, size_t grown, size_t copied) noexcept;
 // note()'s counting for a thread without a cache.
-void note_uncached(Way way, size_t grown, size_t copied) noexcept;
+__attribute__((cold)) void note_uncached(Way way, size_t copied) noexcept;
 
-// A block grew by `grown` bytes (> 0) the way `way`, copying `copied`.
-inline void note(Way way, size_t grown, size_t copied) noexcept {
+// A block grew by `grown` bytes (> 0) the way `way`, copying `copied`
+// (0 but for kCopy).
+DUCTILE_ALWAYS_INLINE void note(Way way, size_t grown, size_t copied) noexcept {
   if (kStats) {
-    if (small::ThreadCache* tc = own_cache()) {
+    small::ThreadCache* tc = t_cache;  // never null
+    if (DUCTILE_LIKELY(tc != no_cache())) {
       tc->growth[static_cast<size_t>(way)]++;
-      tc->growth[kGrown] += grown;
-      if (copied != 0) tc->growth[kCopied] += copied;
+      if (way == Way::kCopy) tc->growth[kCopied] += copied;
     } else {
-      note_uncached(way, grown, copied);
+      note_uncached(way, copied);
     }
   }
   if (kProf && DUCTILE_UNLIKELY(g_on)) sample(way, grown, copied);

@@ -40,7 +40,7 @@ size_t resize_in_place(void* p, size_t size, bool zero) noexcept {
     if (now != old) {
       count_bytes(now, old);
       if (kProf && e->sample != nullptr) prof::resize(sample_of(e), now);
-      if (now > old) growth::note(way_of(path), now - old, 0);
+      if (now > old) growth::note(way_of(path), size - old, 0);
     }
     return now;
   }
@@ -54,7 +54,7 @@ size_t resize_in_place(void* p, size_t size, bool zero) noexcept {
     } else if (want < e->size && !rt().chunks.shrink(e, want)) {
       return old;
     }
-    if (want > old) growth::note(Way::kInPlace, want - old, 0);
+    if (want > old) growth::note(Way::kInPlace, size - old, 0);
     e->size_class = static_cast<uint16_t>(cls);
     e->usable = want;
     if (kProf && e->sample != nullptr) prof::resize(sample_of(e), want);  // and stays untagged
@@ -135,7 +135,7 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
       if (q == nullptr) return nullptr;  // errno is set; the old block is intact
       std::memcpy(q, p, old < size ? old : size);
       dealloc(p);
-      if (size > old) growth::note(Way::kCopy, place(size, 0).usable - old, old);
+      if (size > old) growth::note(Way::kCopy, size - old, old);
       return q;
     }
   }
@@ -159,10 +159,9 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
       e->sample = nullptr;
       huge::GrowthPath path = huge::GrowthPath::kHeadroom;
       void* q = rt().huge.resize(e, size, align < kPage ? kPage : align, zero, &path);
-      const size_t now = huge::HugeLayer::size_for(size);
       if (q == nullptr) errno = ENOMEM;
-      else count_bytes(now, old);
-      if (q != nullptr && now > old) growth::note(way_of(path), now - old, path == huge::GrowthPath::kCopy ? old : 0);
+      else count_bytes(huge::HugeLayer::size_for(size), old);
+      if (q != nullptr && size > old) growth::note(way_of(path), size - old, path == huge::GrowthPath::kCopy ? old : 0);
       if (s != nullptr) {
         Extent* now = rt().chunks.lookup(q != nullptr ? q : p);
         now->sample = s;
@@ -197,16 +196,10 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
   void* q = nullptr;
   if (e != nullptr && brings_pages(e, old, size, align)) q = rt().huge.alloc_from(e, size, zero, &moved);
   else if (to_huge) q = rt().huge.alloc(size, kPage, zero, true);
-  size_t now;  // q's usable size
-  if (q != nullptr) {
-    now = huge::HugeLayer::size_for(size);
-    count_bytes(now, 0);
-  } else {
-    q = alloc_impl(size, align, zero, cached, size > old);
-    now = place(size, align).usable;
-  }
+  if (q != nullptr) count_bytes(huge::HugeLayer::size_for(size), 0);
+  else q = alloc_impl(size, align, zero, cached, size > old);
   if (q == nullptr) return nullptr;  // the old block is intact
-  if (now > old) growth::note(moved ? Way::kMremap : Way::kCopy, now - old, moved ? 0 : old);
+  if (size > old) growth::note(moved ? Way::kMremap : Way::kCopy, size - old, moved ? 0 : old);
   if (moved) {
     count_bytes(0, old);
     return q;

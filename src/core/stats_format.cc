@@ -80,7 +80,7 @@ void print_text(Out& o, const StatsSnapshot& s, const char* opts) {
   o.ch('\n');
   o.str("Growth by way:");
   for (size_t i = 0; i < growth::kWays; i++) o.ch(' ').str(growth::kWayNames[i]).ch(' ').u64(s.growth.events[i]);
-  o.str("; ").human(s.growth.grown).str(" grown, ").human(s.growth.copied).str(" copied\n");
+  o.str("; ").human(s.growth.copied).str(" copied\n");
   o.str("System calls:");
   uint64_t total = 0;
   for (size_t i = 0; i < os::kCallKinds; i++) {
@@ -228,7 +228,7 @@ void print_json(Out& o, const StatsSnapshot& s, const char* opts) {
   j.close('}').close('}');
   j.open("growth", '{');
   for (size_t i = 0; i < growth::kWays; i++) j.num(growth::kWayNames[i], s.growth.events[i]);
-  j.num("copied_bytes", s.growth.copied).num("grown_bytes", s.growth.grown).close('}');
+  j.num("copied_bytes", s.growth.copied).close('}');
   j.open("regions", '{')
       .num("held", s.arena.regions)
       .num("advised", s.arena.advised)

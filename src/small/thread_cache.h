@@ -92,7 +92,7 @@ static_assert(detail::slabs_numbered_in_a_byte(), "a tag's high byte numbers a s
 
 // Counters of the growth of blocks by realloc, rallocx and xallocx that a
 // thread cache keeps for the core (core/growth.h names them).
-inline constexpr size_t kGrowthCounters = 8;
+inline constexpr size_t kGrowthCounters = 7;
 
 struct ThreadCache {
   CacheBin bins[kNumClasses];
