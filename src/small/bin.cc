@@ -274,8 +274,13 @@ size_t Bin::flush_locked(void** objs, size_t n, Lent* expired, size_t& nexpired)
     }
     if (kBitmap) {
       size_t i = ((addr(p) - lo) * div_magic_) >> 32;
-      if (hardened_ && DUCTILE_UNLIKELY(i >= s->bump || lo + i * size_ != addr(p)))
-        fatal_pointer("free(): invalid pointer", p);
+      if (hardened_ && DUCTILE_UNLIKELY(i >= s->bump || lo + i * size_ != addr(p))) {
+        // An object's start past the never-used mark: the slab was emptied
+        // and started over since the object was handed out, so it is free
+        // already.
+        const bool object = lo + i * size_ == addr(p) && i < s->nobjs;
+        fatal_pointer(object ? "free(): double free detected" : "free(): invalid pointer", p);
+      }
       DUCTILE_ASSERT(i < s->bump && lo + i * size_ == addr(p));
       if (i / 64 != word) {
         store_bits();

@@ -140,6 +140,23 @@ TEST_F(Hardened, DoubleFreeOfEveryRange) {
 // --enable-hardened: both copies of a medium block freed twice into the
 // cache go back at a flush; the second is found there (its extent went
 // back with the first, or its mark was taken by the first).
+// The block alone in its slab: the first free empties the slab, which
+// starts over (its never-used objects begin at its first again), and the
+// second free is still a double free, not a pointer never returned.
+void free_lone_block_twice(size_t size) {
+  void* p = hardened_malloc(size);
+  ductile_free(p);
+  ductile_free(p);
+  for (int i = 0; i < 2; i++) (void)hardened_malloc(size);
+  _exit(0);
+}
+
+TEST_F(Hardened, ALoneSmallBlockFreedTwiceIsADoubleFree) {
+  EXPECT_DEATH(free_lone_block_twice(40), kDoubleOrChanged);
+  EXPECT_DEATH(free_lone_block_twice(8), kDoubleOrChanged);
+  EXPECT_DEATH(free_lone_block_twice(3000), kDoubleOrChanged);
+}
+
 TEST_F(Hardened, DoubleFreeOfACachedMediumBlockFoundAtTheFlush) {
   EXPECT_DEATH(
       {
@@ -468,6 +485,26 @@ TEST(DefaultMode, MediumAndHugeDoubleFreesAreFoundAtTheFree) {
       SCOPED_TRACE(testing::Message() << size << " bytes, flush " << flush);
       EXPECT_DEATH(free_twice_then_allocate(size, flush), kDouble);
     }
+}
+
+// A huge block freed into free space that its neighbours merged with (the
+// aligned blocks before leave free extents all around): no extent begins at
+// its address any more, and the second free, or a realloc, still says it
+// was freed.
+void free_or_realloc_after_merge(bool by_realloc) {
+  for (size_t align = 1; align <= (size_t{64} << 20); align <<= 1)
+    for (size_t size : {size_t{1}, size_t{4096}, size_t{70000}, size_t{3} << 20}) ductile_free(ductile_aligned_alloc(align, size));
+  void* p = ductile_malloc(16 << 20);
+  ductile_free(p);
+  if (by_realloc) (void)ductile_realloc(p, 100);
+  else ductile_free(p);
+  _exit(0);
+}
+
+TEST(DefaultMode, AFreedHugeBlockMergedWithItsNeighboursIsStillFreed) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(free_or_realloc_after_merge(false), kDouble);
+  EXPECT_DEATH(free_or_realloc_after_merge(true), "^ductile: realloc\\(\\): block freed already 0x[0-9a-f]+\n$");
 }
 
 // The second free from another thread, while the first copy sits in the
