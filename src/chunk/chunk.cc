@@ -314,6 +314,14 @@ void ChunkLayer::refill(Extent* e) noexcept {
   insert_free(e, ExtentState::kClean);
 }
 
+bool ChunkLayer::in_free_space(const void* p) const noexcept {
+  if (!lock_.try_lock()) return false;
+  bool found = false;
+  for (size_t i = 0; i < kSpaces && !found; i++) found = dirty_[i].holds(addr(p)) || clean_[i].holds(addr(p));
+  lock_.unlock();
+  return found;
+}
+
 ChunkStats ChunkLayer::stats() const noexcept {
   ChunkStats s;
   s.reserved = stats_.reserved;

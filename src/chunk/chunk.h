@@ -172,6 +172,11 @@ class ChunkLayer {
   // The extent whose first or last page holds `p`, or any page of an extent
   // that was map_interior()'d; nullptr for addresses ductile does not own.
   Extent* lookup(const void* p) const noexcept { return page_map_.lookup(addr(p)); }
+  // Whether p lies in free space of ours (a dirty or clean extent), where
+  // lookup() finds nothing once the extent merged with its neighbours. For
+  // reports of a bad free: it walks every free extent under the lock, and
+  // answers false rather than wait for a lock this thread may hold.
+  bool in_free_space(const void* p) const noexcept;
   // The raw page-map entry for p: the extent and the tag an upper layer set
   // (PageMap::entry_extent, entry_tag); 0 where lookup() is nullptr.
   DUCTILE_ALWAYS_INLINE uintptr_t lookup_entry(const void* p) const noexcept {

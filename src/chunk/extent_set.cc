@@ -90,6 +90,12 @@ Extent* ExtentSet::find(size_t size, size_t align) const noexcept {
   return nullptr;
 }
 
+bool ExtentSet::holds(uintptr_t a) const noexcept {
+  for (const Extent* e = age_head_; e != nullptr; e = e->age_next)
+    if (a >= e->base && a < e->end()) return true;
+  return false;
+}
+
 size_t ExtentSet::largest(Extent** out, size_t max) const noexcept {
   size_t n = 0;
   for (size_t w = kBuckets / 64; w-- > 0 && n < max;) {

@@ -38,6 +38,9 @@ class ExtentSet {
   // bucket, newest first): the candidates for reuse when none fits alone.
   // Returns how many.
   size_t largest(Extent** out, size_t max) const noexcept;
+  // Whether an extent of the set holds address a (a walk of the age list:
+  // for reports, not for hot paths).
+  bool holds(uintptr_t a) const noexcept;
 
   size_t bytes() const noexcept { return bytes_; }
   size_t count() const noexcept { return count_; }

@@ -123,9 +123,13 @@ size_t usable_of(const Extent* e) noexcept {
 // Before the first block of ours (nothing is ours yet: the runtime is not
 // even set up) every pointer but a bootstrap one is foreign.
 [[noreturn]] DUCTILE_NOINLINE void bad_free(void* p, bool by_realloc) noexcept {
-  const Extent* e = g_ready.load(std::memory_order_acquire) ? rt().chunks.lookup(p) : nullptr;
-  const bool freed = e != nullptr && e->state != chunk::ExtentState::kActive && addr(p) >= e->base &&
-                     addr(p) < e->end() && is_aligned(addr(p), kPage);
+  const bool ready = g_ready.load(std::memory_order_acquire);
+  const Extent* e = ready ? rt().chunks.lookup(p) : nullptr;
+  // A block's start in free space: its own extent, or one it merged into
+  // (then no extent begins at p: the chunk layer's free sets tell).
+  const bool freed = is_aligned(addr(p), kPage) &&
+                     (e != nullptr ? e->state != chunk::ExtentState::kActive && addr(p) >= e->base && addr(p) < e->end()
+                                   : ready && rt().chunks.in_free_space(p));
   if (by_realloc) fatal_pointer(freed ? "realloc(): block freed already" : "realloc(): invalid pointer", p);
   fatal_pointer(freed ? "free(): double free detected" : "free(): invalid pointer", p);
 }
