@@ -190,6 +190,10 @@ EXTRA_DIST += test/integration/readme_test.sh
 TESTS += test/integration/compare_vector_test.sh
 EXTRA_DIST += test/integration/compare_vector_test.sh
 
+# make compare-vector-push at a tiny size: ductile::vector grows in place.
+TESTS += test/integration/compare_vector_push_test.sh
+EXTRA_DIST += test/integration/compare_vector_push_test.sh
+
 # The licence: COPYING, debian/copyright, and the SPDX line of every
 # tracked source file (skipped outside a git checkout; --fix adds it).
 TESTS += test/integration/licence_test.sh
