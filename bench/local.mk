@@ -144,7 +144,7 @@ vector-chart:
 ## compare-vector-push` runs std::vector under glibc, jemalloc, mimalloc,
 ## tcmalloc and ductile and ductile::vector under ductile, 3 runs of each
 ## interleaved (about a minute; VECTOR_PUSH_FLAGS, e.g. "--reps 5" or
-## "--size 256M").
+## "--size 256M"); docs/measurements/vector-push.md has the figures.
 check_PROGRAMS += bench/vector_push
 bench_vector_push_SOURCES = bench/vector_push.cc
 bench_vector_push_CPPFLAGS = -I$(top_srcdir)/include
