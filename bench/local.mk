@@ -136,6 +136,27 @@ vector-chart:
 	gnuplot -e "datafile='$(srcdir)/docs/vector-doubling.dat'; outfile='$(srcdir)/docs/vector-doubling.png'" \
 	  $(srcdir)/bench/vector.gp
 
+## push_back of 1 GiB of uint64_t (bench/vector_push.cc): std::vector, and
+## ductile::vector (include/ductile/vector.h), whose buffer grows in place.
+## The program does not link libductile -- LD_PRELOAD picks the allocator,
+## and ductile::vector needs ductile preloaded -- and `make check` builds it
+## (compare_vector_push_test.sh runs the comparison at a tiny size). `make
+## compare-vector-push` runs std::vector under glibc, jemalloc, mimalloc,
+## tcmalloc and ductile and ductile::vector under ductile, 3 runs of each
+## interleaved (about a minute; VECTOR_PUSH_FLAGS, e.g. "--reps 5" or
+## "--size 256M"); docs/measurements/vector-push.md has the figures.
+check_PROGRAMS += bench/vector_push
+bench_vector_push_SOURCES = bench/vector_push.cc
+bench_vector_push_CPPFLAGS = -I$(top_srcdir)/include
+bench_vector_push_CXXFLAGS = $(AM_CXXFLAGS)
+bench_vector_push_LDADD =
+bench: bench/vector_push
+
+VECTOR_PUSH_FLAGS =
+.PHONY: compare-vector-push
+compare-vector-push: bench/vector_push $(lib_LTLIBRARIES)
+	BUILD_DIR=$(abs_top_builddir) bash $(srcdir)/bench/compare-vector-push.sh $(VECTOR_PUSH_FLAGS)
+
 ## The workload suite: programs that look like real ones, written
 ## for ductile in plain C/C++ with only malloc/free/realloc/new/delete, so
 ## LD_PRELOAD picks the allocator measured (they do NOT link libductile).

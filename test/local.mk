@@ -198,6 +198,10 @@ EXTRA_DIST += test/integration/readme_test.sh
 TESTS += test/integration/compare_vector_test.sh
 EXTRA_DIST += test/integration/compare_vector_test.sh
 
+# make compare-vector-push at a tiny size: ductile::vector grows in place.
+TESTS += test/integration/compare_vector_push_test.sh
+EXTRA_DIST += test/integration/compare_vector_push_test.sh
+
 # The licence: COPYING, debian/copyright, and the SPDX line of every
 # tracked source file (skipped outside a git checkout; --fix adds it).
 TESTS += test/integration/licence_test.sh
@@ -452,6 +456,24 @@ test_unit_fuzz_test_CPPFLAGS = $(ductile_test_cppflags)
 test_unit_fuzz_test_CXXFLAGS = $(ductile_test_cxxflags)
 test_unit_fuzz_test_LDFLAGS = $(ductile_test_ldflags)
 test_unit_fuzz_test_LDADD = $(ductile_test_ldadd)
+
+# ductile::vector (include/ductile/vector.h): its interface, against
+# std::vector over random operations, with elements that throw, and grown
+# to 1 GiB without copying a huge block. The allocator's objects are linked
+# in; the vector calls only the ductile_ names, so a sanitizer build runs
+# it too.
+check_PROGRAMS += test/unit/vector_test
+TESTS += test/unit/vector_test
+test_unit_vector_test_SOURCES = \
+	test/unit/api/vector_test.cc \
+	test/unit/api/vector_differential_test.cc \
+	test/unit/api/vector_exceptions_test.cc \
+	test/unit/api/vector_growth_test.cc \
+	test/unit/api/vector_helpers.h
+test_unit_vector_test_CPPFLAGS = $(ductile_test_cppflags)
+test_unit_vector_test_CXXFLAGS = $(ductile_test_cxxflags)
+test_unit_vector_test_LDFLAGS = $(ductile_test_ldflags)
+test_unit_vector_test_LDADD = $(ductile_test_ldadd)
 
 # `make fuzz`: the same driver under libFuzzer, built with clang
 # (-fsanitize=fuzzer,address,undefined) from the library's sources, and run

@@ -3,8 +3,9 @@
 # make install: ldconfig runs after the library is installed into the
 # system (DESTDIR empty), not when DESTDIR is set (packaging), nor when
 # there is no ldconfig; ductile(1), the wrapper's manual page, is installed
-# next to ductile(3). ldconfig is a stub here that records its calls.
-# Ends with "N passed, N failed".
+# next to ductile(3); a C++ program that includes <ductile/vector.h> builds
+# against the installed tree with pkg-config's flags, and runs. ldconfig is
+# a stub here that records its calls. Ends with "N passed, N failed".
 set -u
 . "$(dirname "$0")/report.sh"
 top=$(cd "${builddir:-.}" && pwd)
@@ -37,6 +38,46 @@ inst prefix="$dir/fail" LDCONFIG="$dir/failing"
 st=$?
 [ "$st" -eq 0 ] && grep -q "warning: .*failed; run it as root" "$dir/log"
 report "a failing ldconfig is a warning" $? "exit $st; $(tail -3 "$dir/log")"
+
+# ductile::vector from the installed tree alone: its header, pkg-config's
+# flags (the prefix moved to where it was installed), the installed library.
+cat >"$dir/vector.cc" <<'CXX'
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include <ductile/vector.h>
+
+int main() {
+  ductile::vector<uint64_t> v;
+  for (uint64_t i = 0; i < (uint64_t{8} << 20); i++) v.push_back(i);  // 64 MiB
+  for (uint64_t i = 0; i < v.size(); i += 999)
+    if (v[i] != i) return 1;
+  ductile::vector<std::string> s = {"a", "b"};
+  s.insert(s.begin() + 1, 3, std::string(50, 'x'));
+  uint64_t copies = 1;
+  size_t len = sizeof copies;
+  if (mallctl("ductile.huge.growth.copy", &copies, &len, nullptr, 0) != 0) return 1;
+  std::printf("ok: %zu elements, %zu strings, %llu huge blocks copied\n", v.size(), s.size(),
+              static_cast<unsigned long long>(copies));
+  return s.size() == 5 && copies == 0 ? 0 : 1;
+}
+CXX
+pc() { PKG_CONFIG_PATH=$dir/sys/lib/pkgconfig pkg-config --define-variable=prefix="$dir/sys" "$@" ductile; }
+flags=$(pc --cflags --libs)
+[ -f "$dir/sys/include/ductile/vector.h" ] && case $flags in *"-I$dir/sys/include"*) true ;; *) false ;; esac
+report "<ductile/vector.h> is installed beside ductile.h, where pkg-config points" $? "$flags"
+ok=0
+for std in c++17 c++20; do
+  # shellcheck disable=SC2086
+  ${CXX:-c++} -std=$std -Wall -Wextra -Werror -pedantic -o "$dir/vector-$std" "$dir/vector.cc" $flags \
+    >"$dir/cxx.log" 2>&1 &&
+    LD_LIBRARY_PATH=$dir/sys/lib "$dir/vector-$std" >"$dir/vector.out" 2>&1 &&
+    grep -q '^ok: 8388608 elements, 5 strings, 0 huge blocks copied$' "$dir/vector.out" || ok=1
+  [ $ok -eq 0 ] || break
+done
+report "a C++17 and a C++20 program with ductile::vector build with pkg-config's flags and run" $ok \
+  "$std: $(head -c 600 "$dir/cxx.log") $(cat "$dir/vector.out" 2>/dev/null)"
 
 man1=$dir/sys/share/man/man1/ductile.1
 [ -f "$man1" ] && [ -f "$dir/sys/share/man/man3/ductile.3" ] && grep -q -- '\\-\\-profile' "$man1" &&
