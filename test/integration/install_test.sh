@@ -4,8 +4,10 @@
 # system (DESTDIR empty), not when DESTDIR is set (packaging), nor when
 # there is no ldconfig; ductile(1), the wrapper's manual page, is installed
 # next to ductile(3); a C++ program that includes <ductile/vector.h> builds
-# against the installed tree with pkg-config's flags, and runs. ldconfig is
-# a stub here that records its calls. Ends with "N passed, N failed".
+# against the installed tree with pkg-config's flags, and runs; the
+# installed wrapper's --growth names a program's copying call site, whose
+# copies the installed library counts. ldconfig is a stub here that records
+# its calls. Ends with "N passed, N failed".
 set -u
 . "$(dirname "$0")/report.sh"
 top=$(cd "${builddir:-.}" && pwd)
@@ -78,6 +80,50 @@ for std in c++17 c++20; do
 done
 report "a C++17 and a C++20 program with ductile::vector build with pkg-config's flags and run" $ok \
   "$std: $(head -c 600 "$dir/cxx.log") $(cat "$dir/vector.out" 2>/dev/null)"
+
+# The growth profile from the installed tree: a C program built with
+# pkg-config's flags reads the growth counters, and the installed wrapper's
+# --growth lists its copying call site.
+cat >"$dir/grow.c" <<'C'
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ductile/ductile.h>
+
+__attribute__((noinline)) static void copy_site(void) {
+  for (int i = 0; i < 100; i++) {
+    char *p = malloc(16);
+    memset(p, 1, 16);
+    char *q = realloc(p, 3000);
+    if (q == NULL || q[15] != 1) exit(1);
+    free(q);
+  }
+}
+
+int main(void) {
+  copy_site();
+  uint64_t copies = 0, bytes = 0;
+  size_t len = sizeof copies;
+  if (mallctl("ductile.growth.copy", &copies, &len, NULL, 0) != 0) return 1;
+  if (mallctl("ductile.growth.copied_bytes", &bytes, &len, NULL, 0) != 0) return 1;
+  printf("copies %llu, %llu bytes\n", (unsigned long long)copies, (unsigned long long)bytes);
+  return 0;
+}
+C
+# shellcheck disable=SC2086
+${CC:-cc} -O2 -o "$dir/grow" "$dir/grow.c" $(pc --cflags --libs) >"$dir/cc.log" 2>&1 &&
+  LD_LIBRARY_PATH=$dir/sys/lib "$dir/grow" >"$dir/grow.out" 2>&1 && grep -qx 'copies 100, 1600 bytes' "$dir/grow.out"
+report "a C program built with pkg-config's flags reads the growth counters" $? \
+  "$(head -c 300 "$dir/cc.log") $(cat "$dir/grow.out" 2>/dev/null)"
+if command -v google-pprof >/dev/null 2>&1; then
+  (cd "$dir" && LD_LIBRARY_PATH=$dir/sys/lib DUCTILE_LIB=$dir/sys/lib/libductile.so.0 \
+    "$dir/sys/bin/ductile" --growth --conf lg_growth_sample:0 ./grow) >/dev/null 2>"$dir/growth.err"
+  awk '/call sites by bytes copied:/ { on = 1; next } on && $NF == "copy_site" && $2 == 1600 { found = 1 } END { exit !found }' \
+    "$dir/growth.err"
+  report "the installed ductile --growth names the call site that copied" $? "$(tr '\n' '|' <"$dir/growth.err" | head -c 600)"
+fi
 
 man1=$dir/sys/share/man/man1/ductile.1
 [ -f "$man1" ] && [ -f "$dir/sys/share/man/man3/ductile.3" ] && grep -q -- '\\-\\-profile' "$man1" &&
