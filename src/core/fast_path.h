@@ -69,7 +69,7 @@ DUCTILE_ALWAYS_INLINE bool hardened_block_start(const void* p, uintptr_t entry, 
 // a medium block's extent.
 DUCTILE_ALWAYS_INLINE void cache_push_inline(small::ThreadCache* tc, small::CacheBin& b, void* p, size_t cls,
                                              chunk::Extent* e = nullptr) noexcept {
-  if (kHardened) small::mark_freed(p);
+  if (kHardened) small::free_marked(p);
   if (kStats) tc->deallocated += small::class_size(cls);
   cache_slot_in(b, p, cls, e);
   if (DUCTILE_UNLIKELY(--tc->decay_countdown == 0)) decay_event(tc);
@@ -79,8 +79,8 @@ DUCTILE_ALWAYS_INLINE void cache_push_inline(small::ThreadCache* tc, small::Cach
 // objects and of a medium block freed by its first page, so the common free
 // loads no extent: TLS, the page map's root and leaf, the cache bin.
 // Hardened builds check the block inline too (hardened_block_start), so a
-// valid free stays here as well, and store its freed mark (a second free is
-// found when the block is handed out: small::take_marked).
+// valid free stays here as well, check that it does not carry its freed
+// mark already (a second free) and store it (small::free_marked).
 // `sized` (hardened builds): the caller was told the block's size, at most
 // small::kMaxTableSize, and no alignment; the block's class must be that
 // size's.

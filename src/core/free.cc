@@ -54,7 +54,7 @@ void cache_push(void* p, Extent* e, bool cached) {
   if (!small::is_small_class(cls) && __atomic_load_n(&e->cached, __ATOMIC_RELAXED) != 0)
     fatal_pointer("free(): double free detected", p);
   // Into a cache or straight into a bin, it is freed (small::take_marked).
-  if (kHardened) small::mark_freed(p);
+  if (kHardened) small::free_marked(p);
   ThreadCache* tc = cached ? cache_for_free() : nullptr;
   if (tc == nullptr) {
     count_bytes(0, small::class_size(cls));
@@ -134,14 +134,12 @@ size_t usable_of(const Extent* e) noexcept {
   fatal_pointer(freed ? "free(): double free detected" : "free(): invalid pointer", p);
 }
 
-// Hardened mode: p, inside active extent e, must be a block's start and
-// not freed already: its freed mark (--enable-hardened; a second free that
-// the inline path takes is found at the block's hand-out instead, see
-// small::take_marked), or its slab's bitmap once it left the cache
-
 namespace {
 
-// (Bin::flush).
+// Hardened mode: p, inside active extent e, must be a block's start and
+// not freed already: its freed mark (--enable-hardened; the inline free
+// checks it too, small::free_marked), or its slab's bitmap once it left the
+// cache (Bin::flush).
 void check_block(void* p, const Extent* e) noexcept {
   if (e->kind == ExtentKind::kSlab) {
     if ((addr(p) - e->base) % small::class_size(e->size_class) != 0) fatal_pointer("free(): invalid pointer", p);

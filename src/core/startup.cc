@@ -94,9 +94,10 @@ bool ensure_ready() noexcept {
     g_hardened = kHardened || o.hardened;
     if (g_hardened) {
       // AT_RANDOM's second half (the chunk layer's hint takes the first).
+      uint64_t seed = 0;
       if (auto* bytes = reinterpret_cast<const unsigned char*>(getauxval(AT_RANDOM)))
-        std::memcpy(&small::g_freed_secret, bytes + 8, sizeof small::g_freed_secret);
-      small::g_freed_secret |= 1;  // never 0: a zeroed block must not look freed at address 0
+        std::memcpy(&seed, bytes + 8, sizeof seed);
+      small::set_freed_key(seed);
     }
     new (g_runtime) Runtime(o);
     pthread_key_create(&g_cache_key, thread_exit);

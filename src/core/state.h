@@ -92,8 +92,8 @@ extern size_t g_huge_threshold;
 // paths below are the same instructions as without it.
 extern bool g_hardened;
 // --enable-hardened keeps the thread caches: a block freed into one holds
-// its freed mark (small::mark_freed), checked when it is handed out again
-// (small::take_marked).
+// its freed mark (small::free_marked, which finds a second free), checked
+// when it is handed out again (small::take_marked).
 inline Runtime& rt() { return *reinterpret_cast<Runtime*>(g_runtime); }
 
 // The cache of every thread that has none (not yet, no longer, or none at

@@ -11,9 +11,22 @@
 
 namespace ductile::small {
 
-uintptr_t g_freed_secret = 1;
+uint64_t g_freed_key[2] = {0, 0};
+
+void set_freed_key(uint64_t seed) noexcept {
+  // Two keys from one seed, each through its own splitmix64 step.
+  auto mix = [](uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+  };
+  g_freed_key[0] = mix(seed);
+  g_freed_key[1] = mix(seed ^ 0x6a09e667f3bcc909ull);
+}
 
 void freed_block_changed(const void* p) noexcept { fatal_pointer("double free or write after free detected", p); }
+void freed_twice(const void* p) noexcept { fatal_pointer("free(): double free detected", p); }
 
 namespace {
 Mutex g_pool_lock;

@@ -33,24 +33,42 @@
 namespace ductile::small {
 
 // --enable-hardened (kHardened): a freed small or medium block holds its
-// freed mark in its first word -- its address XOR a per-process secret --
-// from its free until it is handed out again; every hand-out (a thread
-// cache's pop, an uncached take from a bin) checks the mark and clears it
-// (take_marked). A block freed twice sits in the free structures twice, and
-// whichever copy is handed out second finds the mark cleared by the first;
-// a block written after its free finds it overwritten. Either ends the
-// program before the block is handed out (a program's data equals the mark
-// with probability 2^-64). free() stores the mark without loading it: a
-// load there missed the cache wherever a block another thread had just
-// written was freed (docs/ARCHITECTURE.md, Hardened mode: Cost). Never-used
+// freed mark in its first word -- a keyed hash of its address -- from its
+// free until it is handed out again. free() checks that the block does not
+// carry it already (a double free, found at the second free: free_marked)
+// and stores it; every hand-out (a thread cache's pop, an uncached take
+// from a bin) checks the mark and clears it (take_marked), so a block
+// written after its free ends the program before it is handed out (a
+// program's data equals the mark with probability 2^-63). Never-used
 // objects get their mark from the bin that hands them to a cache
 // (Bin::fill).
-extern uintptr_t g_freed_secret;  // set at start-up, odd: never 0
-DUCTILE_ALWAYS_INLINE uintptr_t freed_mark(const void* p) { return addr(p) ^ g_freed_secret; }
+//
+// The hash: the address XOR one key, mixed by two rounds of xor-shift and
+// multiply, XOR a second key (g_freed_key, from AT_RANDOM at start-up).
+// A mark read from a freed block (a leak) gives neither key, nor any other
+// block's mark: with the address XOR one secret, as before, one leaked mark
+// gave the secret and with it a forged mark for every block.
+extern uint64_t g_freed_key[2];
+DUCTILE_ALWAYS_INLINE uintptr_t freed_mark(const void* p) {
+  uint64_t x = addr(p) ^ g_freed_key[0];
+  x = (x ^ (x >> 31)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 29)) * 0x94d049bb133111ebull;
+  return static_cast<uintptr_t>((x ^ (x >> 32) ^ g_freed_key[1]) | 1);  // odd: a zeroed word is never a mark
+}
+// Sets the keys from `seed` (start-up).
+void set_freed_key(uint64_t seed) noexcept;
 // Where a block's mark lives: its first word.
 DUCTILE_ALWAYS_INLINE uintptr_t& mark_word(void* p) { return *static_cast<uintptr_t*>(p); }
 DUCTILE_ALWAYS_INLINE bool is_marked(void* p) { return mark_word(p) == freed_mark(p); }
 DUCTILE_ALWAYS_INLINE void mark_freed(void* p) { mark_word(p) = freed_mark(p); }
+// The report of free_marked: "free(): double free detected".
+[[noreturn]] void freed_twice(const void* p) noexcept;
+// A free: the block must not carry its mark already; then it does.
+DUCTILE_ALWAYS_INLINE void free_marked(void* p) {
+  const uintptr_t mark = freed_mark(p);
+  if (DUCTILE_UNLIKELY(mark_word(p) == mark)) freed_twice(p);
+  mark_word(p) = mark;
+}
 // The report of take_marked: "double free or write after free detected".
 [[noreturn]] void freed_block_changed(const void* p) noexcept;
 DUCTILE_ALWAYS_INLINE void take_marked(void* p) {
