@@ -72,6 +72,17 @@ IDLE_FLAGS =
 compare-idle: bench/idle_threads $(lib_LTLIBRARIES)
 	BUILD_DIR=$(abs_top_builddir) bash $(srcdir)/bench/compare-idle.sh $(IDLE_FLAGS)
 
+# The attack table (test/attacks/attack-table.sh): every case of
+# test/attacks/attacks under ductile (default, hardened:true and, with
+# HARDENED_LIB, an --enable-hardened build), Scudo (SCUDO_LIB), mimalloc
+# built with MI_SECURE (MIMALLOC_SECURE_LIB) and glibc, as a Markdown table
+# (seconds); docs/measurements/attacks.md has it. e.g.
+# `make attack-table HARDENED_LIB=/path/to/libductile.so ATTACK_FLAGS="--runs 5"`.
+ATTACK_FLAGS =
+.PHONY: attack-table
+attack-table: test/attacks/attacks $(lib_LTLIBRARIES)
+	BUILD_DIR=$(abs_top_builddir) bash $(srcdir)/test/attacks/attack-table.sh $(ATTACK_FLAGS)
+
 .PHONY: compare-realloc-rss
 compare-realloc-rss: bench/realloc_rss $(lib_LTLIBRARIES)
 	BUILD_DIR=$(abs_top_builddir) bash $(srcdir)/bench/compare-realloc-rss.sh $(REALLOC_RSS_FLAGS)

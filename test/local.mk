@@ -401,6 +401,19 @@ test_integration_double_free_prog_LDFLAGS = -pthread
 test_integration_double_free_prog_LDADD = libductile.la
 TESTS += test/integration/double_free_prog
 
+# The attack table's cases (test/attacks/attacks.c): heap misuses, one per
+# case, run under LD_PRELOAD (the program does not link libductile).
+# attacks_test.sh checks that the built library with hardened:true still
+# reports the ones it reports today; `make attack-table` (bench/local.mk)
+# runs every case under ductile and its peers.
+check_PROGRAMS += test/attacks/attacks
+test_attacks_attacks_SOURCES = test/attacks/attacks.c
+test_attacks_attacks_CPPFLAGS =
+test_attacks_attacks_CFLAGS = -Wall -Wextra -fno-builtin
+test_attacks_attacks_LDADD = -ldl
+TESTS += test/integration/attacks_test.sh
+EXTRA_DIST += test/integration/attacks_test.sh test/attacks/attack-table.sh
+
 # fork() from a signal handler that interrupted malloc, free or fork.
 check_PROGRAMS += test/integration/signal_fork_prog
 test_integration_signal_fork_prog_SOURCES = test/integration/signal_fork_prog.c test/integration/prog_check.h
