@@ -150,6 +150,18 @@ void check_block(void* p, const Extent* e) noexcept {
     fatal_pointer("free(): double free detected", p);
 }
 
+}  // namespace
+
+void check_realloc_of(void* p, const Extent* e) noexcept {
+  bool freed = false;
+  if (e->kind == ExtentKind::kMedium) freed = __atomic_load_n(&e->cached, __ATOMIC_RELAXED) != 0;
+  else if (e->kind == ExtentKind::kSlab && g_hardened)
+    freed = (kHardened && small::is_marked(p)) || static_cast<small::Slab*>(e->owner)->bin->holds_free(p);
+  if (DUCTILE_UNLIKELY(freed)) fatal_pointer("realloc(): block freed already", p);
+}
+
+namespace {
+
 void dealloc_impl(void* p, bool cached) {
   if (p == nullptr || is_bootstrap(p) || g_fork_heap) return;
   const InCall in_call;

@@ -32,6 +32,11 @@ size_t usable_size(const void* p) noexcept;
 // A pointer that is no block of ours (realloc: `by_realloc`): reports it and
 // ends the program.
 [[noreturn]] void bad_free(void* p, bool by_realloc = false) noexcept;
+// realloc of p, a block of active extent e: a medium block in a thread cache
+// (every mode) or, in hardened mode, a small one freed already (its freed
+// mark, or its slab's bitmap) is "realloc(): block freed already", as one
+// whose extent went back is.
+void check_realloc_of(void* p, const chunk::Extent* e) noexcept;
 // Frees p, a block of extent e (`cached` false: MALLOCX_TCACHE_NONE).
 void dealloc_extent(void* p, chunk::Extent* e, bool cached = true);
 

@@ -127,6 +127,7 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
   if (align == 0 && !zero && cached) {
     const size_t cls = small::tag_class(chunk::PageMap::entry_tag(rt().chunks.lookup_entry(p)));
     if (cls < small::kNumSmall) {
+      if (DUCTILE_UNLIKELY(g_hardened)) check_realloc_of(p, rt().chunks.lookup(p));
       const size_t old = small::class_size(cls);
       if (size <= old && small::class_of(size) == cls) return p;
       // Past the small classes the new block is a growing one (alloc_impl's
@@ -148,6 +149,7 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
     e = owner_of(p);
     // Not a block of ours, or one freed already: as free() would.
     if (DUCTILE_UNLIKELY(e == nullptr)) bad_free(p, true);
+    check_realloc_of(p, e);
     old = usable_of(e);
     to_huge = !exact && align <= kPage && grows_huge(e, old, size);
     // Past half the threshold a huge block stays huge as realloc grows it

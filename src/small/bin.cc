@@ -372,6 +372,16 @@ Bin* Bin::owner_of(const chunk::ChunkLayer& chunks, const void* p) noexcept {
   return static_cast<Slab*>(e->owner)->bin;
 }
 
+bool Bin::holds_free(const void* p) noexcept {
+  chunk::Extent* e = arena_->chunks().lookup(p);
+  if (!hardened_ || e == nullptr || e->kind != chunk::ExtentKind::kSlab) return false;
+  LockGuard g(lock_);
+  const Slab* s = static_cast<Slab*>(e->owner);
+  const size_t i = ((addr(p) - s->base) * div_magic_) >> 32;
+  if (i >= s->bump) return true;
+  return (const_cast<Slab*>(s)->bits()[i / 64] >> (i % 64) & 1) != 0;
+}
+
 void Bin::flush_to_owners(const chunk::ChunkLayer& chunks, void** objs, size_t n) noexcept {
   while (n != 0) n = owner_of(chunks, objs[0])->flush(objs, n);
 }

@@ -129,6 +129,10 @@ class Bin {
   // Returns n objects of one class, each to the bin that holds its slab.
   static void flush_to_owners(const chunk::ChunkLayer& chunks, void** objs, size_t n) noexcept;
   static Bin* owner_of(const chunk::ChunkLayer& chunks, const void* p) noexcept;
+  // Hardened bins (every class in bitmaps): whether p, an object's start in
+  // a slab of this bin, is free there (its bit set, or past the never-used
+  // mark). For reports: takes the bin's lock.
+  bool holds_free(const void* p) noexcept;
   // Releases empty slabs beyond kRetainEmpty now, aged or not.
   void release_surplus() noexcept { release_empty(kRetainEmpty); }
   // Releases every empty slab (trim).

@@ -33,6 +33,7 @@ constexpr char kDouble[] = "^ductile: free\\(\\): double free detected 0x[0-9a-f
 // --enable-hardened: a freed mark missing when the block is handed out
 // again (a write after free, or a double free whose mark was wiped).
 constexpr char kChanged[] = "^ductile: double free or write after free detected 0x[0-9a-f]+\n$";
+constexpr char kReallocFreed[] = "^ductile: realloc\\(\\): block freed already 0x[0-9a-f]+\n$";
 constexpr char kWrongSize[] = "^ductile: free_sized\\(\\): wrong size for block 0x[0-9a-f]+\n$";
 
 // Two 40 KiB blocks that are neighbours, freed past the thread cache so that
@@ -150,6 +151,20 @@ void free_lone_block_twice(size_t size, bool allocate_after) {
 TEST_F(Hardened, ALoneSmallBlockFreedTwiceIsADoubleFreeAtTheFree) {
   for (size_t size : {8, 40, 3000})
     for (bool after : {false, true}) EXPECT_DEATH(free_lone_block_twice(size, after), kDouble) << size;
+}
+
+// realloc of a block freed already says so, in realloc's words, in both
+// modes and for every range: a small block by its freed mark or its slab's
+// bitmap, a medium one in a thread cache by its extent's mark.
+void realloc_freed(size_t size) {
+  void* p = hardened_malloc(size);
+  ductile_free(p);
+  (void)ductile_realloc(p, 2 * size);
+  _exit(0);
+}
+
+TEST_F(Hardened, ReallocOfAFreedBlockSaysSo) {
+  for (size_t size : {size_t{40}, size_t{3000}, size_t{64} << 10}) EXPECT_DEATH(realloc_freed(size), kReallocFreed) << size;
 }
 
 // --enable-hardened: the freed mark is a keyed hash of the address, so a
@@ -560,6 +575,18 @@ TEST(DefaultMode, AFreedHugeBlockMergedWithItsNeighboursIsStillFreed) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(free_or_realloc_after_merge(false), kDouble);
   EXPECT_DEATH(free_or_realloc_after_merge(true), "^ductile: realloc\\(\\): block freed already 0x[0-9a-f]+\n$");
+}
+
+TEST(DefaultMode, ReallocOfACachedMediumBlockSaysItWasFreed) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        void* p = ductile_malloc(64 << 10);
+        ductile_free(p);
+        (void)ductile_realloc(p, 128 << 10);
+        _exit(0);
+      },
+      kReallocFreed);
 }
 
 // The second free from another thread, while the first copy sits in the
