@@ -257,15 +257,22 @@ static void case_sdallocx_wrong_align(void) {
   malloc_twice(70000);
 }
 
-/* Free a block, read its first word (what free left there: a freed mark, a
- * link), free it again, write the word back, malloc twice. */
-static void case_forged_mark(void) {
+/* The forged marks' start: free a 40 B block, read its first word (what
+ * free left there: a freed mark, a link), free it again. Returns the block;
+ * *leaked is the word. */
+static char* free_twice_leaking(uintptr_t* leaked) {
   char* p = launder(malloc(40));
   need(p);
   free(p);
-  uintptr_t leaked = load_word(p);
+  *leaked = load_word(p);
   step("attack");
   free(p);
+  return p;
+}
+/* The word written back after the second free, then malloc twice. */
+static void case_forged_mark(void) {
+  uintptr_t leaked;
+  char* p = free_twice_leaking(&leaked);
   step("write");
   store_word(p, leaked);
   malloc_twice(40);
@@ -273,12 +280,8 @@ static void case_forged_mark(void) {
 /* As forged-mark, but the word is written back after the first malloc
  * handed the block out (when the block came back), before the second. */
 static void case_forged_mark_between(void) {
-  char* p = launder(malloc(40));
-  need(p);
-  free(p);
-  uintptr_t leaked = load_word(p);
-  step("attack");
-  free(p);
+  uintptr_t leaked;
+  char* p = free_twice_leaking(&leaked);
   step("next");
   char* a = launder(malloc(40));
   if (a == p) store_word(a, leaked);
