@@ -76,6 +76,10 @@ struct Extent {
   // hand-out waits). Both accessed with atomic builtins.
   uint8_t cached = 0;
   uint8_t purging = 0;
+  // Hardened mode: a medium or huge block allocated with an alignment past
+  // a page holds its log2 here (0: none), which a sized free must name
+  // again (core: check_sized_free). Set where such a block is made.
+  uint8_t lg_align = 0;
   uint16_t size_class = 0;
   void* owner = nullptr;
   size_t usable = 0;

@@ -28,10 +28,23 @@ void* medium_from_chunks(size_t cls, size_t align, bool zero, bool tagged, chunk
   rt().chunks.note_retained(e->size);
   e->size_class = static_cast<uint16_t>(cls);
   e->usable = size;
+  e->lg_align = lg_align_of(align);
   if (tagged) rt().chunks.tag_first_page(e, small::free_tag(cls));
   if (zero && !a.zeroed) std::memset(ptr(e->base), 0, size);
   else if (kHardened && !a.zeroed) small::mark_word(ptr(e->base)) = 0;  // a freed mark left there
   return ptr(e->base);
+}
+
+void note_alignment(void* p, size_t align) noexcept {
+  if (!g_hardened || p == nullptr) return;
+  Extent* e = rt().chunks.lookup(p);
+  if (e == nullptr || e->kind == ExtentKind::kSlab || addr(p) != e->base) return;
+  e->lg_align = lg_align_of(align);
+  // An aligned medium block frees through the slow path, which forgets its
+  // alignment before a cache takes it (a block rallocx left in place may
+  // carry its class's tag).
+  if (e->lg_align != 0 && e->kind == ExtentKind::kMedium && (!kProf || e->sample == nullptr))
+    rt().chunks.tag_first_page(e, 0);
 }
 
 namespace {
@@ -91,6 +104,7 @@ void* alloc_sampled(size_t size, size_t align, bool zero, bool growing, const Pl
   if (s == nullptr) return nullptr;
   void* p = at.kind == Placement::kHuge ? rt().huge.alloc(size, align, zero, growing)
                                         : medium_from_chunks(at.cls, align, zero, false);
+  if (at.kind == Placement::kHuge) note_alignment(p, align);
   if (p == nullptr) {
     prof::release(s);
     return nullptr;
@@ -134,8 +148,11 @@ void* alloc_impl(size_t size, size_t align, bool zero, bool cached, bool growing
   if (at.kind == Placement::kHuge) {
     p = rt().huge.alloc(size, align, zero, growing);
     if (p) count_bytes(at.usable, 0);
+    note_alignment(p, align);
   } else if (at.kind == Placement::kAlignedMedium) {
-    p = medium_from_chunks(at.cls, align, zero);
+    // Hardened mode: untagged, so that its free takes the slow path, which
+    // forgets its alignment before a cache hands it to a plain malloc.
+    p = medium_from_chunks(at.cls, align, zero, !g_hardened);
     if (p) count_bytes(at.usable, 0);
   } else if (growing && !small::is_small_class(at.cls) && dense_for_growth(at.usable)) {
     p = medium_from_chunks(at.cls, kPage, zero, true, rt().growing_medium);

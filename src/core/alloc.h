@@ -26,6 +26,14 @@ size_t usable_size_for(size_t size, size_t align) noexcept;
 // A page run of its own for a block of class cls. `tagged` false leaves its
 // first page without the page-map tag, so that its free takes the slow path
 // (a sampled block, which may be of a small class too).
+// Hardened mode's record of a block's alignment (chunk::Extent::lg_align):
+// log2 of an alignment past a page, else 0.
+inline uint8_t lg_align_of(size_t align) {
+  return align > kPage ? static_cast<uint8_t>(__builtin_ctzll(align)) : 0;
+}
+// Hardened mode: records the alignment `align` of p, a huge or medium block
+// (nothing for nullptr or a small one; nothing outside hardened mode).
+void note_alignment(void* p, size_t align) noexcept;
 void* medium_from_chunks(size_t cls, size_t align, bool zero, bool tagged = true,
                          chunk::Space space = chunk::Space::kPlain);
 

@@ -66,7 +66,10 @@ void cache_push(void* p, Extent* e, bool cached) {
     }
     return;
   }
-  if (!small::is_small_class(cls)) (void)medium_put(e);
+  if (!small::is_small_class(cls)) {
+    (void)medium_put(e);
+    e->lg_align = 0;  // handed out next by a plain malloc, maybe
+  }
   small::CacheBin& b = tc->bins[cls];
   if (b.count >= b.limit) {
     flush_half(tc, cls);
@@ -197,6 +200,11 @@ void check_sized_free(void* p, size_t size, size_t align) noexcept {
                             ? at.kind == Placement::kClass && at.cls == e->size_class
                             : at.usable == usable || (size <= usable && size > usable / 2 - kPage);
       if (!fits) fatal_pointer("free_sized(): wrong size for block", p);
+      // A medium or huge block: the alignment it was allocated with, and
+      // one its address has.
+      if (e->kind != ExtentKind::kSlab &&
+          ((e->lg_align != 0 && lg_align_of(align) != e->lg_align) || (align > kPage && !is_aligned(addr(p), align))))
+        fatal_pointer("free_sized(): wrong alignment for block", p);
     }
   }
 }

@@ -213,10 +213,16 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
 
 }  // namespace
 
-void* reallocate(void* p, size_t size) noexcept { return reallocate_impl(p, size, 0, false, false, true); }
+void* reallocate(void* p, size_t size) noexcept {
+  void* q = reallocate_impl(p, size, 0, false, false, true);
+  if (DUCTILE_UNLIKELY(g_hardened)) note_alignment(q, 0);  // realloc's block has none
+  return q;
+}
 
 void* reallocate_aligned(void* p, size_t size, size_t align, bool zero, bool cached) noexcept {
-  return reallocate_impl(p, size, align, zero, true, cached);
+  void* q = reallocate_impl(p, size, align, zero, true, cached);
+  if (DUCTILE_UNLIKELY(g_hardened)) note_alignment(q, align);
+  return q;
 }
 
 }  // namespace ductile::core

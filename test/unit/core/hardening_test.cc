@@ -33,6 +33,7 @@ constexpr char kDouble[] = "^ductile: free\\(\\): double free detected 0x[0-9a-f
 // --enable-hardened: a freed mark missing when the block is handed out
 // again (a write after free, or a double free whose mark was wiped).
 constexpr char kChanged[] = "^ductile: double free or write after free detected 0x[0-9a-f]+\n$";
+constexpr char kWrongAlign[] = "^ductile: free_sized\\(\\): wrong alignment for block 0x[0-9a-f]+\n$";
 constexpr char kReallocFreed[] = "^ductile: realloc\\(\\): block freed already 0x[0-9a-f]+\n$";
 constexpr char kWrongSize[] = "^ductile: free_sized\\(\\): wrong size for block 0x[0-9a-f]+\n$";
 
@@ -309,6 +310,57 @@ TEST_F(Hardened, SizedFreeWithTheWrongSize) {
   EXPECT_DEATH(ductile_free_sized(hardened_malloc(40 * 1024), 200 * 1024), kWrongSize);
   EXPECT_DEATH(ductile_free_sized(hardened_malloc(3 << 20), 8 << 20), kWrongSize);
   EXPECT_DEATH(::operator delete(hardened_malloc(100), size_t{1000}), kWrongSize);
+}
+
+// A medium or huge block allocated with an alignment past a page: a sized
+// free must name that alignment (jemalloc's rule for sdallocx, C23's for
+// free_aligned_sized), and one that names an alignment its address does
+// not have is wrong too.
+TEST_F(Hardened, SizedFreeWithTheWrongAlignment) {
+  EXPECT_DEATH(ductile_sdallocx(ductile_mallocx(70000, MALLOCX_LG_ALIGN(16)), 70000, 0), kWrongAlign);
+  EXPECT_DEATH(ductile_sdallocx(ductile_mallocx(70000, MALLOCX_LG_ALIGN(16)), 70000, MALLOCX_LG_ALIGN(17)),
+               kWrongAlign);
+  EXPECT_DEATH(ductile_free_sized(ductile_aligned_alloc(size_t{4} << 20, 3 << 20), 3 << 20), kWrongAlign);
+  EXPECT_DEATH(ductile_sdallocx(hardened_malloc(70000), 70000, MALLOCX_LG_ALIGN(30)), kWrongAlign);
+}
+
+// Blocks that come back with another alignment: an aligned medium block
+// freed and handed out again by a plain malloc, a huge span reused, a
+// block rallocx'd to an alignment or realloc'd from one.
+void sized_frees_after_reuse() {
+  // A plain medium block whose address happens to have the alignment:
+  // rallocx leaves it in place, aligned from then on; freed so, a plain
+  // malloc may take it from the cache next.
+  std::vector<void*> others;
+  void* lucky = nullptr;
+  for (int i = 0; i < 256 && lucky == nullptr; i++) {
+    void* q = hardened_malloc(70000);
+    if (is_aligned(addr(q), size_t{1} << 16)) lucky = q;
+    else others.push_back(q);
+  }
+  if (lucky != nullptr) {
+    if (ductile_rallocx(lucky, 70000, MALLOCX_LG_ALIGN(16)) != lucky) _exit(5);
+    ductile_sdallocx(lucky, 70000, MALLOCX_LG_ALIGN(16));
+    ductile_sdallocx(hardened_malloc(70000), 70000, 0);
+  }
+  for (void* q : others) ductile_free(q);
+  for (int round = 0; round < 3; round++) {
+    for (size_t size : {size_t{70000}, size_t{3} << 20}) {
+      void* a = ductile_mallocx(size, MALLOCX_LG_ALIGN(16));
+      ductile_sdallocx(a, size, MALLOCX_LG_ALIGN(16));
+      void* b = hardened_malloc(size);  // may be a's block, from the cache or the span
+      ductile_sdallocx(b, size, 0);
+      void* c = ductile_rallocx(hardened_malloc(size), size, MALLOCX_LG_ALIGN(16));
+      ductile_sdallocx(c, size, MALLOCX_LG_ALIGN(16));
+      void* d = ductile_realloc(ductile_mallocx(size, MALLOCX_LG_ALIGN(16)), size + 4096);
+      ductile_sdallocx(d, size + 4096, 0);
+    }
+  }
+  _exit(0);
+}
+
+TEST_F(Hardened, SizedFreesOfReusedAndReallocatedBlocksAreAccepted) {
+  EXPECT_EXIT(sized_frees_after_reuse(), ::testing::ExitedWithCode(0), "");
 }
 
 TEST_F(Hardened, RightSizesAndAlignmentsAreAccepted) {
