@@ -28,7 +28,7 @@ void* medium_from_chunks(size_t cls, size_t align, bool zero, bool tagged, chunk
   rt().chunks.note_retained(e->size);
   e->size_class = static_cast<uint16_t>(cls);
   e->usable = size;
-  e->lg_align = lg_align_of(align);
+  e->lg_align = g_hardened ? lg_align_of(align) : 0;
   if (tagged) rt().chunks.tag_first_page(e, small::free_tag(cls));
   if (zero && !a.zeroed) std::memset(ptr(e->base), 0, size);
   else if (kHardened && !a.zeroed) small::mark_word(ptr(e->base)) = 0;  // a freed mark left there

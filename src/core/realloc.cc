@@ -58,7 +58,9 @@ size_t resize_in_place(void* p, size_t size, bool zero) noexcept {
     e->size_class = static_cast<uint16_t>(cls);
     e->usable = want;
     if (kProf && e->sample != nullptr) prof::resize(sample_of(e), want);  // and stays untagged
-    else rt().chunks.tag_first_page(e, small::free_tag(cls));  // grow and shrink cleared it
+    // Grow and shrink cleared the tag; an aligned block (hardened mode) stays
+    // without, so that its free forgets its alignment (note_alignment).
+    else if (e->lg_align == 0) rt().chunks.tag_first_page(e, small::free_tag(cls));
     count_bytes(want, old);
     return want;
   }

@@ -354,6 +354,12 @@ void sized_frees_after_reuse() {
       ductile_sdallocx(c, size, MALLOCX_LG_ALIGN(16));
       void* d = ductile_realloc(ductile_mallocx(size, MALLOCX_LG_ALIGN(16)), size + 4096);
       ductile_sdallocx(d, size + 4096, 0);
+      // Shrunk in place by xallocx, then freed by free(): still aligned
+      // as it was made, and the block a plain malloc takes next is not.
+      void* e = ductile_mallocx(size, MALLOCX_LG_ALIGN(16));
+      const size_t now = ductile_xallocx(e, size / 2, 0, 0);
+      ductile_free(e);
+      ductile_sdallocx(hardened_malloc(now), now, 0);
     }
   }
   _exit(0);
