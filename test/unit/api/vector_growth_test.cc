@@ -45,7 +45,7 @@ bool reset_peak_rss() {
   return std::fclose(f) == 0 && ok;
 }
 
-// The case: a 1 GiB push_back loop. About a second.
+// A 1 GiB push_back loop, as a program that fills a large buffer makes. About a second.
 TEST(VectorGrowth, PushBackToOneGiBCopiesNoHugeBlock) {
   constexpr size_t kElements = size_t{1} << 27;  // 1 GiB of uint64_t
   constexpr size_t kHuge = size_t{2} << 20;      // ductile's huge threshold
