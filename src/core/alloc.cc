@@ -37,6 +37,10 @@ void* medium_from_chunks(size_t cls, size_t align, bool zero, bool tagged, chunk
 
 void note_alignment(void* p, size_t align) noexcept {
   if (!g_hardened || p == nullptr) return;
+  // A slab's object (its page's tag names a small class) has none to keep:
+  // no load from its extent (realloc-heavy programs come here each time).
+  const uintptr_t entry = rt().chunks.lookup_entry(p);
+  if (small::tag_class(chunk::PageMap::entry_tag(entry)) < small::kNumSmall) return;
   Extent* e = rt().chunks.lookup(p);
   if (e == nullptr || e->kind == ExtentKind::kSlab || addr(p) != e->base) return;
   e->lg_align = lg_align_of(align);

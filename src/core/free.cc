@@ -158,8 +158,10 @@ void check_block(void* p, const Extent* e) noexcept {
 void check_realloc_of(void* p, const Extent* e) noexcept {
   bool freed = false;
   if (e->kind == ExtentKind::kMedium) freed = __atomic_load_n(&e->cached, __ATOMIC_RELAXED) != 0;
+  // (--enable-hardened: every freed small block carries its mark, so the
+  // slab's bitmap, under its bin's lock, is read only without the mark.)
   else if (e->kind == ExtentKind::kSlab && g_hardened)
-    freed = (kHardened && small::is_marked(p)) || static_cast<small::Slab*>(e->owner)->bin->holds_free(p);
+    freed = kHardened ? small::is_marked(p) : static_cast<small::Slab*>(e->owner)->bin->holds_free(p);
   if (DUCTILE_UNLIKELY(freed)) fatal_pointer("realloc(): block freed already", p);
 }
 

@@ -129,7 +129,11 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
   if (align == 0 && !zero && cached) {
     const size_t cls = small::tag_class(chunk::PageMap::entry_tag(rt().chunks.lookup_entry(p)));
     if (cls < small::kNumSmall) {
-      if (DUCTILE_UNLIKELY(g_hardened)) check_realloc_of(p, rt().chunks.lookup(p));
+      // (--enable-hardened: the freed mark tells, without the extent.)
+      if (DUCTILE_UNLIKELY(g_hardened)) {
+        if (kHardened && DUCTILE_UNLIKELY(small::is_marked(p))) fatal_pointer("realloc(): block freed already", p);
+        if (!kHardened) check_realloc_of(p, rt().chunks.lookup(p));
+      }
       const size_t old = small::class_size(cls);
       if (size <= old && small::class_of(size) == cls) return p;
       // Past the small classes the new block is a growing one (alloc_impl's
