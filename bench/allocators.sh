@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: BSD-2-Clause
-# Sourced by the comparison scripts: where the peer allocators are, and one
-# check that an allocator's library can really be preloaded.
+# Sourced by the comparison scripts: where the peer allocators are, one
+# check that an allocator's library can really be preloaded, and a command
+# run under one.
 #
 # The peers are Debian's packages; JEMALLOC_LIB, MIMALLOC_LIB and TCMALLOC_LIB
 # override their paths.
@@ -28,6 +29,19 @@ check_allocator() {
   elif ! LD_PRELOAD=$l /bin/true >"$logdir/$name.true" 2>&1; then
     status=unavailable
     detail="LD_PRELOAD=$l /bin/true failed: $(head -c 200 "$logdir/$name.true" | tr '\n\t' '  ')"
+  fi
+}
+
+# preloaded LIB ERRFILE COMMAND...: runs COMMAND with LIB preloaded (an empty
+# LIB: the C library's own malloc, with LD_PRELOAD cleared), its standard
+# error appended to ERRFILE; its status is the command's.
+preloaded() {
+  local l=$1 err=$2
+  shift 2
+  if [ -n "$l" ]; then
+    env LD_PRELOAD="$l" "$@" 2>>"$err"
+  else
+    env -u LD_PRELOAD "$@" 2>>"$err"
   fi
 }
 

@@ -81,11 +81,7 @@ run_one() {  # index rep -> $out/<index>.<rep>
   local -a cmd=("$prog")
   [ -n "${args[i]}" ] && cmd+=("${args[i]}")
   cmd+=("$size")
-  if [ -n "${libs[i]}" ]; then
-    line=$(env LD_PRELOAD="${libs[i]}" "${cmd[@]}" 2>>"$out/$i.stderr")
-  else
-    line=$(env -u LD_PRELOAD "${cmd[@]}" 2>>"$out/$i.stderr")
-  fi
+  line=$(preloaded "${libs[i]}" "$out/$i.stderr" "${cmd[@]}")
   rc=$?
   if [ $rc -ne 0 ] || [ -z "$line" ]; then
     echo "compare-vector-push.sh: ${names[i]} failed (exit $rc); see $out/$i.stderr" >&2
