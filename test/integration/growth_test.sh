@@ -12,10 +12,7 @@
 set -u
 . "$(dirname "$0")/report.sh"
 need_built growth_prog
-if ! command -v google-pprof >/dev/null 2>&1; then
-  echo "SKIP: google-pprof not found (Debian package google-perftools)"
-  exit 77
-fi
+need_pprof
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/ductile-growth.XXXXXX")
 trap 'rm -rf "$dir"' EXIT

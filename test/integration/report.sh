@@ -3,6 +3,7 @@
 # checks and prints the closing line.
 #   need_built NAME     sets lib (the built libductile.so) and prog
 #                       (test/integration/NAME); exits if either is missing
+#   need_pprof          skips the test (exit 77) without google-pprof
 #   report NAME STATUS [DETAIL]
 #   finish              the closing line; non-zero status on a failure
 need_built() {
@@ -13,6 +14,12 @@ need_built() {
   for f in "$lib" "$prog"; do
     [ -e "$f" ] || { echo "not found: $f" >&2; exit 1; }
   done
+}
+need_pprof() {
+  if ! command -v google-pprof >/dev/null 2>&1; then
+    echo "SKIP: google-pprof not found (Debian package google-perftools)"
+    exit 77
+  fi
 }
 passed=0
 failed=0
