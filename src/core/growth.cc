@@ -97,14 +97,8 @@ void record(Way way, size_t grown, size_t copied) {
   prof::t_busy = false;
 }
 
-int write_to(const char* path) {
-  int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return EFAULT;
-  // "heapprofile": estimates already, which google-pprof takes as they are.
-  bool ok = prof::write_table(fd, g_table, "heapprofile");
-  ok = ::close(fd) == 0 && ok;
-  return ok ? 0 : EFAULT;
-}
+// "heapprofile": estimates already, which google-pprof takes as they are.
+int write_to(const char* path) { return prof::write_table(path, g_table, "heapprofile"); }
 
 }  // namespace
 

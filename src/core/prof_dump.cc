@@ -32,9 +32,7 @@ void counts(Out& o, uint64_t ln, uint64_t lb, uint64_t tn, uint64_t tb) {
   o.u64(ln).str(": ").u64(lb).str(" [").u64(tn).str(": ").u64(tb).str("]");
 }
 
-}  // namespace
-
-bool write_table(int fd, Bucket* const* table, const char* type) {
+bool write_to_fd(int fd, Bucket* const* table, const char* type) {
   Out o(fd);
   {
     LockGuard g(g_lock);
@@ -64,6 +62,16 @@ bool write_table(int fd, Bucket* const* table, const char* type) {
   }
   ::close(maps);
   return o.ok();
+}
+
+}  // namespace
+
+int write_table(const char* path, Bucket* const* table, const char* type) {
+  int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return EFAULT;
+  bool ok = write_to_fd(fd, table, type);
+  ok = ::close(fd) == 0 && ok;
+  return ok ? 0 : EFAULT;
 }
 
 // Heap profiles are jemalloc's names, suffix "heap": kind "m" for
@@ -100,15 +108,11 @@ void dump_name(char* out, size_t n, char kind, bool numbered, const char* suffix
 namespace {
 
 int dump_to(const char* path) {
-  int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return EFAULT;
   // heap_v2/<rate>: samples of a Poisson process over bytes, which
   // google-pprof scales back up by 1 / (1 - exp(-size / rate)).
   char type[40] = "heap_v2/";
   (void)format_u64(rate(), type + 8, sizeof type - 8);
-  bool ok = write_table(fd, g_table, type);
-  ok = ::close(fd) == 0 && ok;
-  return ok ? 0 : EFAULT;
+  return write_table(path, g_table, type);
 }
 
 void write_wanted();

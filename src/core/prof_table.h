@@ -145,10 +145,11 @@ class Out {
   bool ok_ = true;
 };
 
-// Writes the buckets of `table` in google-pprof's heap profile format, the
-// header's counts their sums and `type` what follows its "@"
-// ("heap_v2/<rate>"), then the mappings. False if a write failed.
-bool write_table(int fd, Bucket* const* table, const char* type);
+// Writes the buckets of `table` to the file `path` in google-pprof's heap
+// profile format, the header's counts their sums and `type` what follows
+// its "@" ("heap_v2/<rate>"), then the mappings. 0, or EFAULT when the file
+// cannot be written.
+int write_table(const char* path, Bucket* const* table, const char* type);
 // <prefix>.<pid>.<seq>.<kind>[<n>].<suffix>: a dump's name (jemalloc's for
 // heap profiles, suffix "heap"), numbered by kind where `numbered`.
 void dump_name(char* out, size_t n, char kind, bool numbered, const char* suffix);
