@@ -41,7 +41,7 @@ void note_alignment(void* p, size_t align) noexcept {
   // no load from its extent (realloc-heavy programs come here each time).
   const uintptr_t entry = rt().chunks.lookup_entry(p);
   if (small::tag_class(chunk::PageMap::entry_tag(entry)) < small::kNumSmall) return;
-  Extent* e = rt().chunks.lookup(p);
+  Extent* e = chunk::PageMap::entry_extent(entry);
   if (e == nullptr || e->kind == ExtentKind::kSlab || addr(p) != e->base) return;
   e->lg_align = lg_align_of(align);
   // An aligned medium block frees through the slow path, which forgets its

@@ -127,12 +127,13 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
   // pop and push -- without the extent (realloc-heavy code grows small
   // strings and vectors this way all the time).
   if (align == 0 && !zero && cached) {
-    const size_t cls = small::tag_class(chunk::PageMap::entry_tag(rt().chunks.lookup_entry(p)));
+    const uintptr_t entry = rt().chunks.lookup_entry(p);
+    const size_t cls = small::tag_class(chunk::PageMap::entry_tag(entry));
     if (cls < small::kNumSmall) {
       // (--enable-hardened: the freed mark tells, without the extent.)
       if (DUCTILE_UNLIKELY(g_hardened)) {
         if (kHardened && DUCTILE_UNLIKELY(small::is_marked(p))) fatal_pointer("realloc(): block freed already", p);
-        if (!kHardened) check_realloc_of(p, rt().chunks.lookup(p));
+        if (!kHardened) check_realloc_of(p, chunk::PageMap::entry_extent(entry));
       }
       const size_t old = small::class_size(cls);
       if (size <= old && small::class_of(size) == cls) return p;
