@@ -286,7 +286,7 @@ size_t Bin::flush_locked(void** objs, size_t n, Lent* expired, size_t& nexpired)
       head = tail = nullptr;
     }
     if (kBitmap) {
-      size_t i = ((addr(p) - lo) * div_magic_) >> 32;
+      size_t i = index_at(addr(p) - lo);
       if (hardened_ && DUCTILE_UNLIKELY(i >= s->bump || lo + i * size_ != addr(p))) {
         // An object's start past the never-used mark: the slab was emptied
         // and started over since the object was handed out, so it is free
@@ -377,7 +377,7 @@ bool Bin::holds_free(const void* p) noexcept {
   if (!hardened_ || e == nullptr || e->kind != chunk::ExtentKind::kSlab) return false;
   LockGuard g(lock_);
   const Slab* s = static_cast<Slab*>(e->owner);
-  const size_t i = ((addr(p) - s->base) * div_magic_) >> 32;
+  const size_t i = index_at(addr(p) - s->base);
   if (i >= s->bump) return true;
   return (const_cast<Slab*>(s)->bits()[i / 64] >> (i % 64) & 1) != 0;
 }

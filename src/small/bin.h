@@ -188,6 +188,8 @@ class Bin {
   uint32_t words_ = 0;     // bitmap words per slab; 0 for a free-list class
   bool hardened_ = false;
   uint32_t div_magic_ = 0; // ceil(2^32 / size_): offset * magic >> 32 is the index
+  // The index of the object at `offset` bytes from its slab's base.
+  size_t index_at(uintptr_t offset) const noexcept { return (offset * div_magic_) >> 32; }
   Slab* partial_ = nullptr;
   Slab* empty_ = nullptr;       // newest first
   Slab* empty_tail_ = nullptr;  // oldest
