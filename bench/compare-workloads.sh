@@ -24,7 +24,8 @@
 #   --timeout S    a run longer than S seconds counts as hung (default 300)
 #
 # Workloads: larson xmalloc cache-scratch medium-cycle large-cycle churn
-# tree vecstr thread-churn short-threads vector-doubling. Time is what each program
+# tree vecstr thread-churn short-threads batch prodcons pair-churn
+# small-program startup vector-doubling. Time is what each program
 # prints (its own clock around the work); peak RSS is measured outside it
 # with /usr/bin/time -f %M (the maximum resident set of the process).
 #
@@ -61,11 +62,14 @@ fi
 
 # --- workloads: name, program, full arguments, quick arguments ---------------
 wl=$build_dir/bench/workloads
-w_names=(larson xmalloc cache-scratch medium-cycle large-cycle churn tree vecstr thread-churn short-threads vector-doubling)
+w_names=(larson xmalloc cache-scratch medium-cycle large-cycle churn tree vecstr thread-churn short-threads
+         batch prodcons pair-churn small-program startup vector-doubling)
 w_progs=("$wl/larson" "$wl/xmalloc" "$wl/cache_scratch" "$wl/medium_cycle" "$wl/medium_cycle"
-         "$wl/churn" "$wl/tree" "$wl/vecstr" "$wl/thread_churn" "$wl/short_threads" "$build_dir/bench/vector_doubling")
-w_full=("1" "1" "1" "1" "0.4 12 5120 25600" "1" "1" "1" "1" "1" "3 512M")
-w_quick=("0.25" "0.25" "0.25" "0.25" "0.1 12 5120 25600" "0.25" "0.25" "0.25" "0.25" "0.25" "1 256M")
+         "$wl/churn" "$wl/tree" "$wl/vecstr" "$wl/thread_churn" "$wl/short_threads"
+         "$wl/batch" "$wl/prodcons" "$wl/pair_churn" "$wl/small_program" "$wl/startup" "$build_dir/bench/vector_doubling")
+w_full=("1" "1" "1" "1" "0.4 12 5120 25600" "1" "1" "1" "1" "1" "1" "1" "1" "1" "1" "3 512M")
+w_quick=("0.25" "0.25" "0.25" "0.25" "0.1 12 5120 25600" "0.25" "0.25" "0.25" "0.25" "0.25"
+         "0.25" "0.25" "0.1" "0.25" "0.25" "1 256M")
 
 sel=()
 for ((w = 0; w < ${#w_names[@]}; w++)); do

@@ -182,6 +182,11 @@ ductile_workloads = \
 	bench/workloads/churn \
 	bench/workloads/thread_churn \
 	bench/workloads/short_threads \
+	bench/workloads/batch \
+	bench/workloads/prodcons \
+	bench/workloads/pair_churn \
+	bench/workloads/small_program \
+	bench/workloads/startup \
 	bench/workloads/vecstr \
 	bench/workloads/tree \
 	bench/workloads/trim_rss
@@ -210,6 +215,19 @@ bench_workloads_thread_churn_LDFLAGS = $(wl_ldflags)
 bench_workloads_short_threads_SOURCES = bench/workloads/short_threads.c bench/workloads/wl.h
 bench_workloads_short_threads_CFLAGS = $(wl_cflags)
 bench_workloads_short_threads_LDFLAGS = $(wl_ldflags)
+bench_workloads_batch_SOURCES = bench/workloads/batch.c bench/workloads/wl.h
+bench_workloads_batch_CFLAGS = $(wl_cflags)
+bench_workloads_batch_LDFLAGS = $(wl_ldflags)
+bench_workloads_prodcons_SOURCES = bench/workloads/prodcons.c bench/workloads/wl.h
+bench_workloads_prodcons_CFLAGS = $(wl_cflags)
+bench_workloads_prodcons_LDFLAGS = $(wl_ldflags)
+bench_workloads_pair_churn_SOURCES = bench/workloads/pair_churn.c bench/workloads/wl.h
+bench_workloads_pair_churn_CFLAGS = $(wl_cflags)
+bench_workloads_pair_churn_LDFLAGS = $(wl_ldflags)
+bench_workloads_small_program_SOURCES = bench/workloads/small_program.c bench/workloads/wl.h
+bench_workloads_small_program_CFLAGS = $(wl_cflags)
+bench_workloads_startup_SOURCES = bench/workloads/startup.c bench/workloads/wl.h
+bench_workloads_startup_CFLAGS = $(wl_cflags)
 bench_workloads_vecstr_SOURCES = bench/workloads/vecstr.cc bench/workloads/wl.h
 bench_workloads_vecstr_CXXFLAGS = -Wall -Wextra
 bench_workloads_tree_SOURCES = bench/workloads/tree.cc bench/workloads/wl.h
