@@ -176,7 +176,8 @@ bool SlabArena::surplus(const Region* r) const noexcept {
 
 Lent SlabArena::alloc(size_t pages) noexcept {
   if (pages == 0 || pages > kRegionPages) return {};
-  uintptr_t advise = 0;
+  uintptr_t advise[kAdviseAtOnce];
+  size_t nadvise = 0;
   Lent out;
   {
     LockGuard g(lock_);
@@ -206,13 +207,19 @@ Lent SlabArena::alloc(size_t pages) noexcept {
     if (r->live >= kAlmostEmpty) set_sparse(r, false, 0);  // in use again
     if (at + pages > r->high) r->high = static_cast<uint32_t>(at + pages);
     stats_.lends++;
-    if (!r->busy && r->high * kPage > opts_.busy_prefix) {
-      r->busy = true;
-      if (opts_.thp) {
-        r->advised = true;
-        stats_.advised++;
-        advise = r->base;
+    if (!r->busy && r->high * kPage > opts_.busy_prefix) r->busy = true;
+    if (opts_.thp && held_ >= opts_.advise_after && r->busy && !r->advised) {
+      // Large enough now: this region, and (the first time, a walk of a
+      // few regions) the busy ones left unadvised while the arena was small.
+      for (Region* q = advised_any_ ? r : regions_; q != nullptr && nadvise < kAdviseAtOnce;
+           q = advised_any_ ? nullptr : q->next) {
+        if (q->busy && !q->advised) {
+          q->advised = true;
+          stats_.advised++;
+          advise[nadvise++] = q->base;
+        }
       }
+      advised_any_ = true;
     }
     if (r->busy && prefault_ != nullptr && prefault_->enabled()) {
       size_t target = r->high + opts_.prefault_ahead / kPage;
@@ -231,7 +238,7 @@ Lent SlabArena::alloc(size_t pages) noexcept {
   // Outside the lock; advising twice, or a region given back meanwhile, is harmless.
   // The advice splits the mapping the region lies in (unless its neighbours
   // are advised too): skipped near the mapping limit.
-  if (advise != 0) (void)chunks_->os().advise_huge_part(ptr(advise), kRegionSize);
+  for (size_t i = 0; i < nadvise; i++) (void)chunks_->os().advise_huge_part(ptr(advise[i]), kRegionSize);
   return out;
 }
 

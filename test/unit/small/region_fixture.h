@@ -23,10 +23,17 @@ class RegionTest : public test::ChunkLayerTest {
  protected:
   void SetUp() override {
     make_chunks(64 << 20, chunk::Options().decay_ns);
-    arena_.init(chunks_.get(), nullptr, small::ArenaOptions());
+    arena_.init(chunks_.get(), nullptr, options());
     kernel_.reset_calls();
   }
 
+  // The arena's options in these tests: a busy region is advised at once,
+  // however few the arena holds (advise_after has a test of its own).
+  static small::ArenaOptions options() {
+    small::ArenaOptions o;
+    o.advise_after = 1;
+    return o;
+  }
   // madvise calls with `advice` that cover [a, a + len) exactly.
   size_t advised(int advice, uintptr_t a, size_t len) const {
     size_t n = 0;

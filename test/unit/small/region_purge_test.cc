@@ -159,7 +159,7 @@ TEST_F(RegionTest, TrimPurgesEveryFreePageAndKeepsLiveSlabs) {
 TEST_F(RegionTest, StrictOvercommitPurgedPagesGiveTheirChargeBack) {
   kernel_.overcommit = "2\n";
   make_chunks(64 << 20, chunk::Options().decay_ns);
-  arena_.init(chunks_.get(), nullptr, ArenaOptions());
+  arena_.init(chunks_.get(), nullptr, options());
   ASSERT_TRUE(os_->features().strict_overcommit);
   std::vector<Lent> v = carve(kRegionSize);
   const uintptr_t base = v[0].extent->base;
@@ -193,7 +193,7 @@ TEST_F(RegionTest, StrictOvercommitPurgeStopsSplittingPastHalfTheMappingLimit) {
   kernel_.map_limit = 400;
   kernel_.other_mappings = 100;
   make_chunks(64 << 20, chunk::Options().decay_ns);
-  arena_.init(chunks_.get(), nullptr, ArenaOptions());
+  arena_.init(chunks_.get(), nullptr, options());
   constexpr size_t kRegions = 8;
   std::vector<Lent> v = carve(kRegions * kRegionSize, 4);
   std::vector<Lent> keep, go;

@@ -84,13 +84,42 @@ TEST_F(RegionTest, ARegionIsAdvisedAsHugePagesOnlyAfterItsPrefix) {
   arena_.free(more.data(), more.size());
 }
 
+// A busy region of a small arena is not advised: khugepaged would make the
+// whole region resident, free pages and all (a program with 2 MB of small
+// objects peaked at 6.6 MB instead of 4.6). Once the arena holds
+// advise_after regions, every busy region is advised, the earlier ones too,
+// each once.
+TEST_F(RegionTest, ASmallArenasBusyRegionsAreAdvisedOnlyOnceItHoldsSeveral) {
+  const ArenaOptions o;  // the defaults
+  ASSERT_GE(o.advise_after, 2u);
+  arena_.init(chunks_.get(), nullptr, o);
+  std::vector<Lent> v = carve((o.advise_after - 1) * kRegionSize);  // full, busy regions
+  ASSERT_EQ(arena_.stats().regions, o.advise_after - 1);
+  EXPECT_EQ(madvises(MADV_HUGEPAGE), 0u);
+  EXPECT_EQ(arena_.stats().advised, 0u);
+  // The next region makes the arena large; once it is busy too, all are advised.
+  std::vector<Lent> more = carve(o.busy_prefix + 16 * kPage);
+  ASSERT_EQ(arena_.stats().regions, o.advise_after);
+  EXPECT_EQ(madvises(MADV_HUGEPAGE), o.advise_after);
+  EXPECT_EQ(arena_.stats().advised, o.advise_after);
+  for (size_t i = 0; i < v.size(); i += kRegionSize / (16 * kPage))
+    EXPECT_EQ(advised(MADV_HUGEPAGE, v[i].extent->base, kRegionSize), 1u);
+  std::vector<Lent> rest = carve(kRegionSize - o.busy_prefix - 16 * kPage);
+  EXPECT_EQ(madvises(MADV_HUGEPAGE), o.advise_after);  // not again
+  arena_.free(v.data(), v.size());
+  arena_.free(more.data(), more.size());
+  arena_.free(rest.data(), rest.size());
+  arena_.trim();
+  EXPECT_EQ(chunks_->stats().active, 0u);
+}
+
 // An arena that holds dense_after regions (8 MiB) is large: with a dense
 // space its next regions come from there, advised as huge pages before
 // their first touch (one fault each, not up to 512), with no advice call of
 // their own. Up to that size every region is plain, resident only as far
 // as it is used.
 TEST_F(RegionTest, ALargeArenasNextRegionsComeFromTheDenseSpace) {
-  ArenaOptions o;
+  ArenaOptions o = options();
   o.busy_space = chunk::Space::kDense;
   arena_.init(chunks_.get(), nullptr, o);
   std::vector<Lent> plain = carve(o.dense_after * kRegionSize);
@@ -122,7 +151,7 @@ TEST_F(RegionTest, ALargeArenasNextRegionsComeFromTheDenseSpace) {
 // each advised on its own once busy, as before.
 TEST_F(RegionTest, ALargeArenaWithoutADenseSpaceTakesPlainRegions) {
   for (bool thp : {true, false}) {
-    ArenaOptions o;
+    ArenaOptions o = options();
     o.thp = thp;
     o.busy_space = thp ? chunk::Space::kPlain : chunk::Space::kDense;
     arena_.init(chunks_.get(), nullptr, o);
@@ -144,7 +173,7 @@ TEST_F(RegionTest, ASmallProgramNeverAdvises) {
 }
 
 TEST_F(RegionTest, NoAdviceWhenHugePagesAreOff) {
-  ArenaOptions o;
+  ArenaOptions o = options();
   o.thp = false;
   arena_.init(chunks_.get(), nullptr, o);
   std::vector<Lent> v = carve(kRegionSize);
@@ -187,7 +216,7 @@ TEST_F(RegionTest, AdviceStopsPastHalfTheMappingLimit) {
   kernel_.map_limit = 200;
   kernel_.other_mappings = 50;
   make_chunks(256 << 20, chunk::Options().decay_ns);
-  arena_.init(chunks_.get(), nullptr, ArenaOptions());
+  arena_.init(chunks_.get(), nullptr, options());
   std::vector<Lent> v;
   std::vector<chunk::Extent*> between;
   for (size_t i = 0; i < 100; i++) {
