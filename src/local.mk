@@ -66,6 +66,8 @@ libductile_core_la_SOURCES = \
 	src/core/place.cc \
 	src/core/cache.h \
 	src/core/cache.cc \
+	src/core/depot.h \
+	src/core/depot.cc \
 	src/core/collect.h \
 	src/core/collect.cc \
 	src/core/fork.h \

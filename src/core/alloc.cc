@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/cache.h"
+#include "core/depot.h"
 #include "core/fallback_heap.h"
 #include "core/startup.h"
 
@@ -64,6 +65,8 @@ void* alloc_class(size_t cls, bool zero, bool cached) {
           rt().bins[tc->bin_set][cls].fill(b.items, small::cache_cap(cls) > 1 ? small::cache_cap(cls) / 2 : 1));
       start_helper_if_asked();
       decay_from_calls();
+    } else if (b.count == 0 && depot_holds(cls)) {
+      b.count = static_cast<uint32_t>(depot_take(cls, b.items, small::cache_cap(cls) > 1 ? small::cache_cap(cls) / 2 : 1));
     }
     if (b.count != 0) {
       if (kStats || kProf) tc->allocated += small::class_size(cls);

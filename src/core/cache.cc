@@ -9,6 +9,7 @@
 #include <cstring>
 #include <new>
 
+#include "core/depot.h"
 #include "core/fallback_heap.h"
 #include "core/growth.h"
 #include "core/prof.h"
@@ -79,14 +80,20 @@ void flush_objects(size_t cls, void** items, size_t n) {
     small::Bin::flush_to_owners(rt().chunks, items, n);
     return;
   }
-  make_background_before(n * small::class_size(cls));
-  for (size_t i = 0; i < n; i++) {
-    Extent* e = static_cast<Extent*>(items[2 * i + 1]);  // beside its address (thread_cache.h)
-    if (kHardened) {
+  if (kHardened) {
+    for (size_t i = 0; i < n; i++) {
+      const Extent* e = static_cast<Extent*>(items[2 * i + 1]);  // beside its address (thread_cache.h)
       if (e->state != chunk::ExtentState::kActive || e->kind != ExtentKind::kMedium)
         fatal_pointer("free(): double free detected", ptr(e->base));
-      small::take_marked(ptr(e->base));
     }
+  }
+  // The depot first, as they lie (still marked cached and freed); the rest
+  // to the chunk layer.
+  const size_t kept = depot_holds(cls) ? depot_put(cls, items, n) : 0;
+  make_background_before((n - kept) * small::class_size(cls));
+  for (size_t i = kept; i < n; i++) {
+    Extent* e = static_cast<Extent*>(items[2 * i + 1]);
+    if (kHardened) small::take_marked(ptr(e->base));
     medium_take(e);
     rt().chunks.free(e);  // dirty, for the next user or for decay
   }

@@ -5,6 +5,7 @@
 
 #include "base/fork_gate.h"
 #include "core/cache.h"
+#include "core/depot.h"
 
 namespace ductile::core {
 
@@ -149,6 +150,7 @@ bool collect_cached_medium() noexcept {
 bool background_step() noexcept {
   bool pending = rt().decay.step().pending;
   if (collect_cached_medium()) pending = true;
+  if (depot_step(false)) pending = true;
   return pending;
 }
 

@@ -5,6 +5,7 @@
 #include "base/fork_gate.h"
 #include "core/cache.h"
 #include "core/collect.h"
+#include "core/depot.h"
 #include "core/fallback_heap.h"
 #include "core/prof.h"
 #include "core/stdio_fork.h"
@@ -49,6 +50,7 @@ void prefork() noexcept {
   g_caches_lock.lock();
   prof::prefork();
   rt().for_each_bin([](small::Bin& b) { b.prefork(); });
+  depot_prefork();
   rt().arena.prefork();
   rt().prefault.prefork();
   rt().background.prefork();
@@ -68,6 +70,7 @@ void postfork_parent() noexcept {
   rt().background.postfork_parent();
   rt().prefault.postfork_parent();
   rt().arena.postfork_parent();
+  depot_postfork_parent();
   rt().for_each_bin([](small::Bin& b) { b.postfork_parent(); });
   prof::postfork_parent();
   g_caches_lock.unlock();
@@ -92,6 +95,7 @@ void postfork_child() noexcept {
   rt().prefault.postfork_child();
   rt().arena.postfork_child();
   rt().for_each_bin([](small::Bin& b) { b.postfork_child(); });
+  depot_postfork_child();
   prof::postfork_child();
   g_caches_lock.reinit_after_fork();
   g_init_lock.reinit_after_fork();

@@ -24,7 +24,7 @@ rank() {
 # and a header comes before the source that defines what it declares.
 core_order="options.h options.cc background.h background.cc state.h state.cc
   prof.h prof_table.h prof.cc prof_dump.cc growth.h growth.cc stats.h stats_format.h stats.cc stats_format.cc
-  stdio_fork.h fallback_heap.h fallback_heap.cc place.h place.cc cache.h cache.cc
+  stdio_fork.h fallback_heap.h fallback_heap.cc place.h place.cc depot.h cache.h cache.cc depot.cc
   collect.h collect.cc fork.h fork.cc startup.h startup.cc alloc.h alloc.cc
   free.h free.cc fast_path.h realloc.h realloc.cc control.h control.cc runtime.h"
 core_index() {

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/depot.h"
 #include "core/runtime.h"
 #include "core/stats.h"
 #include "ductile/ductile.h"
@@ -45,20 +46,24 @@ TEST_P(Hysteresis, OneBlockAllocFreeMakesNoChunkOrOsCalls) {
 INSTANTIATE_TEST_SUITE_P(Sizes, Hysteresis, ::testing::Values(16, 4096, 65536, 1 << 20));
 
 // A medium class's cache bin holds two blocks of 64 KiB: a third freed
-// gives back the oldest, and the two kept come back newest first, each with
-// its own extent (a bin keeps a block's address and extent side by side).
+// gives back the oldest (to the class's depot, where it still counts as
+// cached), and the two kept come back newest first, each with its own
+// extent (a bin keeps a block's address and extent side by side); then the
+// one given back.
 TEST(ThreadCache, AFullMediumBinGivesBackItsOldestBlock) {
   constexpr size_t kSize = 64 * 1024;
   ASSERT_EQ(small::cache_cap(class_of(kSize)), 2u);
   core::flush_thread_cache();
+  (void)core::depot_step(true);
   void* a = ductile_malloc(kSize);
   void* b = ductile_malloc(kSize);
   void* c = ductile_malloc(kSize);
   ASSERT_TRUE(a && b && c);
   ductile_free(a);
   ductile_free(b);
-  ductile_free(c);  // the bin was full: a goes back to the chunk layer
-  EXPECT_EQ(core::rt().chunks.lookup(a)->cached, 0u);
+  ductile_free(c);  // the bin was full: a goes to the depot
+  EXPECT_NE(core::rt().chunks.lookup(a)->cached, 0u);
+  EXPECT_EQ(core::depot_bytes(), kSize);
   EXPECT_NE(core::rt().chunks.lookup(b)->cached, 0u);
   EXPECT_NE(core::rt().chunks.lookup(c)->cached, 0u);
   void* x = ductile_malloc(kSize);
@@ -67,10 +72,15 @@ TEST(ThreadCache, AFullMediumBinGivesBackItsOldestBlock) {
   EXPECT_EQ(y, b);
   EXPECT_EQ(core::rt().chunks.lookup(b)->cached, 0u);
   EXPECT_EQ(core::rt().chunks.lookup(c)->cached, 0u);
+  void* z = ductile_malloc(kSize);
+  EXPECT_EQ(z, a);
+  EXPECT_EQ(core::rt().chunks.lookup(a)->cached, 0u);
   std::memset(x, 1, kSize);
   std::memset(y, 2, kSize);
+  std::memset(z, 3, kSize);
   ductile_free(x);
   ductile_free(y);
+  ductile_free(z);
 }
 
 // A thread that keeps a handful of blocks of each medium size up to 32 KiB
@@ -179,8 +189,9 @@ TEST(Threads, TheCacheOfThreadsWithoutOneStaysEmpty) {
 TEST(Threads, ExitLeavesItsMemoryToDecay) {
   // A thread's exit is no sign that the process will not need the memory
   // again soon (the next thread usually does): the slabs it emptied stay in
-  // their bins and its cached medium blocks go back to the chunk layer, all
-  // dirty, for the next user or for decay -- the exit itself purges nothing.
+  // their bins and its cached medium blocks go to the depot or back to the
+  // chunk layer, all dirty, for the next user or for decay -- the exit
+  // itself purges nothing.
   ASSERT_TRUE(core::ensure_ready());  // the runtime is made by ductile's first call
   const uint64_t decay = core::rt().chunks.options().decay_ns;
   core::rt().chunks.set_decay_ns(uint64_t{3600} * 1000000000);  // nothing comes due meanwhile
@@ -210,7 +221,8 @@ TEST(Threads, ExitLeavesItsMemoryToDecay) {
   EXPECT_GT(core::rt().class_stats(cls).empty_slabs, empty_before + small::Bin::kRetainEmpty);
   for (void* p : m) {
     const chunk::Extent* e = core::rt().chunks.lookup(p);
-    EXPECT_TRUE(e == nullptr || e->state != chunk::ExtentState::kActive);  // not a block's any more
+    // Not a block's any more, or lying in the depot.
+    EXPECT_TRUE(e == nullptr || e->state != chunk::ExtentState::kActive || e->cached != 0);
     EXPECT_EQ(test::resident_pages(p, kMedium), kMedium / kPage);
   }
   // Trim purges all of it.
