@@ -9,7 +9,7 @@
 #
 #   bench/compare-workloads.sh [--quick] [--reps N] [--only W1,W2,...]
 #                              [--png PATH | --no-png] [--md PATH]
-#                              [--build-dir DIR] [--ductile LIB]
+#                              [--build-dir DIR] [--ductile LIB] [--before LIB]
 #                              [--out DIR] [--timeout S]
 #
 #   --quick        smaller workloads, 3 repetitions: a few minutes
@@ -20,6 +20,8 @@
 #   --build-dir    where bench/workloads/* and .libs/libductile.so are
 #                  (default $BUILD_DIR, else the directory above this script)
 #   --ductile LIB  the library preloaded as ductile
+#   --before LIB   also another ductile build (say, the last release's),
+#                  shown as "before", in the same interleaved run
 #   --out DIR      keep the raw results (results.tsv, logs) in DIR
 #   --timeout S    a run longer than S seconds counts as hung (default 300)
 #
@@ -39,6 +41,7 @@ script_dir=$(cd "$(dirname "$0")" && pwd)
 src_dir=$(dirname "$script_dir")
 build_dir=${BUILD_DIR:-$src_dir}
 ductile_lib=${DUCTILE_LIB:-}
+before_lib=
 quick=no
 reps=
 only=
@@ -49,7 +52,7 @@ tmo=300
 
 
 parse_options --quick:quick=yes --reps=reps --only=only --png=png --no-png:png= --md=md \
-  --build-dir=build_dir --ductile=ductile_lib --out=out --timeout=tmo -- "$@"
+  --build-dir=build_dir --ductile=ductile_lib --before=before_lib --out=out --timeout=tmo -- "$@"
 
 [ -n "$reps" ] || { [ "$quick" = yes ] && reps=3 || reps=7; }
 case $reps$tmo in *[!0-9]*|'') echo "compare-workloads.sh: --reps and --timeout take numbers" >&2; exit 2 ;; esac
@@ -88,6 +91,10 @@ fi
 # --- allocators ---------------------------------------------------------------
 a_names=(glibc jemalloc mimalloc tcmalloc ductile)
 a_libs=("" "$jemalloc_lib" "$mimalloc_lib" "$tcmalloc_lib" "$ductile_lib")
+if [ -n "$before_lib" ]; then
+  a_names=(glibc jemalloc mimalloc tcmalloc before ductile)
+  a_libs=("" "$jemalloc_lib" "$mimalloc_lib" "$tcmalloc_lib" "$before_lib" "$ductile_lib")
+fi
 
 if [ -z "$out" ]; then
   out=$(mktemp -d "${TMPDIR:-/tmp}/compare-workloads.XXXXXX") || exit 1

@@ -18,9 +18,10 @@ import statistics
 import sys
 
 PEERS = ["glibc", "jemalloc", "mimalloc", "tcmalloc"]
-ORDER = PEERS + ["ductile"]
+# "before": another ductile build, measured in the same run (--before).
+ORDER = PEERS + ["before", "ductile"]
 COLOURS = {"glibc": "#999999", "jemalloc": "#4477aa", "mimalloc": "#66ccee",
-           "tcmalloc": "#228833", "ductile": "#cc3311"}
+           "tcmalloc": "#228833", "before": "#ee7733", "ductile": "#cc3311"}
 
 
 def geomean(xs):
