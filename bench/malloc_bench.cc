@@ -7,6 +7,9 @@
 //   BM_Pair/N             one malloc+free pair of N bytes per iteration
 //   BM_Batch64            malloc 1000 blocks of 64 B, then free them (items =
 //                         pairs)
+//   BM_MediumBatch/N      malloc N blocks of 24 KiB (a medium class), write
+//                         a byte of each, then free them (items = pairs):
+//                         a batch beyond a thread cache's eight
 //   BM_ReallocGrow        a string's way up: malloc 16 B, realloc it to 64,
 //                         256, 1 KiB and 4 KiB, writing its last byte at each
 //                         size, then free it (items = reallocs)
@@ -69,6 +72,22 @@ void BM_Batch64(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(state.iterations() * kBatch);
+}
+
+void BM_MediumBatch(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  std::vector<void*> blocks(n);
+  for (auto _ : state) {
+    for (size_t i = 0; i < n; ++i) {
+      char* p = static_cast<char*>(std::malloc(24 * 1024));
+      p[0] = 1;
+      blocks[i] = p;
+    }
+    benchmark::DoNotOptimize(blocks.data());
+    for (size_t i = 0; i < n; ++i) std::free(blocks[i]);
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));
 }
 
 void BM_ReallocGrow(benchmark::State& state) {
@@ -202,6 +221,7 @@ void register_benchmarks() {
   for (long n : {16L, 64L, 4096L, 65536L, 1048576L}) pair->Arg(n);
   if (g_pair_iterations > 0) pair->Iterations(g_pair_iterations);
   benchmark::RegisterBenchmark("BM_Batch64", BM_Batch64)->Arg(64);
+  benchmark::RegisterBenchmark("BM_MediumBatch", BM_MediumBatch)->Arg(16)->Arg(32)->Arg(400);
   benchmark::RegisterBenchmark("BM_ReallocGrow", BM_ReallocGrow);
   benchmark::RegisterBenchmark("BM_ProducerConsumer", BM_ProducerConsumer)
       ->Threads(2)

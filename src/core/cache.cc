@@ -55,7 +55,10 @@ ThreadCache* create_cache() {
     LockGuard g(g_caches_lock);
     tc->prev = nullptr;
     tc->next = g_live_caches;
-    if (g_live_caches) g_live_caches->prev = tc;
+    if (g_live_caches) {
+      g_live_caches->prev = tc;
+      depot_enable();  // a second thread with a cache
+    }
     g_live_caches = tc;
   }
   if (kProf) tc->prof_at = prof::initial_at();

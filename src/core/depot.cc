@@ -21,13 +21,19 @@ constexpr size_t kDepotMaxSize = 64 * 1024;
 // Bytes a class's depot holds at most, as blocks: from 4 to kDepotSlots.
 constexpr size_t kDepotBytes = 512 * 1024;
 constexpr size_t kDepotSlots = 32;
+// A depot's period, in puts and takes. At its end the blocks that lay at
+// its bottom throughout (below its low-water mark) go back to the chunk
+// layer: a class whose blocks are freed but seldom allocated again -- the
+// old blocks of buffers grown by realloc -- keeps none for long.
+constexpr uint32_t kDepotPeriod = 16;
 
 struct Depot {
   Mutex lock;
   uint32_t count = 0;
-  uint32_t cap = 0;
+  uint32_t low = 0;  // the fewest blocks held since the period began
+  uint32_t ops = 0;  // puts and takes since then
   bool used = false;  // taken from or given to since the last step
-  Extent* blocks[kDepotSlots] = {};
+  Extent* blocks[kDepotSlots] = {};  // the oldest first
 };
 
 constexpr size_t depot_classes() {
@@ -41,9 +47,32 @@ constexpr size_t kDepotClasses = depot_classes();
 Depot g_depots[kDepotClasses];
 std::atomic<size_t> g_depot_bytes{0};
 
-size_t depot_cap(size_t cls) noexcept {
+uint32_t depot_cap(size_t cls) noexcept {
   const size_t n = kDepotBytes / small::class_size(cls);
-  return n < 4 ? 4 : n > kDepotSlots ? kDepotSlots : n;
+  return static_cast<uint32_t>(n < 4 ? 4 : n > kDepotSlots ? kDepotSlots : n);
+}
+
+// Sets the count (lock held), which takes glance at without the lock.
+void set_count(Depot& d, uint32_t count) noexcept { __atomic_store_n(&d.count, count, __ATOMIC_RELAXED); }
+
+// Moves the oldest n blocks of d (lock held) to out.
+void take_oldest(Depot& d, size_t cls, Extent** out, uint32_t n) noexcept {
+  for (uint32_t i = 0; i < n; i++) out[i] = d.blocks[i];
+  for (uint32_t i = n; i < d.count; i++) d.blocks[i - n] = d.blocks[i];
+  set_count(d, d.count - n);
+  g_depot_bytes.fetch_sub(n * small::class_size(cls), std::memory_order_relaxed);
+}
+
+// One more put or take (lock held): at the end of a period, the blocks
+// below the low-water mark go to out; returns how many.
+uint32_t tick(Depot& d, size_t cls, Extent** out) noexcept {
+  if (d.count < d.low) d.low = d.count;
+  if (++d.ops < kDepotPeriod) return 0;
+  const uint32_t n = d.low;
+  take_oldest(d, cls, out, n);
+  d.ops = 0;
+  d.low = d.count;
+  return n;
 }
 
 // Gives blocks back to the chunk layer, out of any depot's lock: as a full
@@ -58,54 +87,79 @@ void give_back(Extent** blocks, size_t n) noexcept {
 
 }  // namespace
 
-bool depot_holds(size_t cls) noexcept { return cls >= small::kNumSmall && cls < small::kNumSmall + kDepotClasses; }
+namespace {
+std::atomic<bool> g_depot_on{false};
+}  // namespace
+
+void depot_enable(bool on) noexcept { g_depot_on.store(on, std::memory_order_relaxed); }
+
+bool depot_holds(size_t cls) noexcept {
+  return cls >= small::kNumSmall && cls < small::kNumSmall + kDepotClasses &&
+         g_depot_on.load(std::memory_order_relaxed);
+}
 
 size_t depot_put(size_t cls, void** items, size_t n) noexcept {
   Depot& d = g_depots[cls - small::kNumSmall];
-  LockGuard g(d.lock);
-  if (d.cap == 0) d.cap = static_cast<uint32_t>(depot_cap(cls));
+  const small::CacheBin b{items, 0, 0};
+  Extent* out[kDepotSlots];
+  uint32_t nout;
   size_t took = 0;
-  for (; took < n && d.count < d.cap; took++)
-    d.blocks[d.count++] = static_cast<Extent*>(small::medium_block_extent(small::CacheBin{items, 0, 0}, took));
-  if (took != 0) {
-    d.used = true;
-    g_depot_bytes.fetch_add(took * small::class_size(cls), std::memory_order_relaxed);
+  {
+    LockGuard g(d.lock);
+    uint32_t count = d.count;
+    for (const uint32_t cap = depot_cap(cls); took < n && count < cap; took++)
+      d.blocks[count++] = static_cast<Extent*>(small::medium_block_extent(b, took));
+    set_count(d, count);
+    if (took != 0) {
+      d.used = true;
+      g_depot_bytes.fetch_add(took * small::class_size(cls), std::memory_order_relaxed);
+    }
+    nout = tick(d, cls, out);
   }
+  give_back(out, nout);
   return took;
 }
 
 size_t depot_take(size_t cls, void** items, size_t n) noexcept {
   Depot& d = g_depots[cls - small::kNumSmall];
-  if (__atomic_load_n(&d.count, __ATOMIC_RELAXED) == 0) return 0;  // a glance first: most misses find none
-  LockGuard g(d.lock);
-  size_t got = 0;
+  if (__atomic_load_n(&d.count, __ATOMIC_RELAXED) == 0) return 0;  // a glance first
   const small::CacheBin b{items, 0, 0};
-  for (; got < n && d.count != 0; got++) {
-    Extent* e = d.blocks[--d.count];
-    small::medium_block(b, got) = ptr(e->base);
-    small::medium_block_extent(b, got) = e;
+  Extent* out[kDepotSlots];
+  uint32_t nout;
+  size_t got = 0;
+  {
+    LockGuard g(d.lock);
+    uint32_t count = d.count;
+    for (; got < n && count != 0; got++) {
+      Extent* e = d.blocks[--count];  // the newest first
+      small::medium_block(b, got) = ptr(e->base);
+      small::medium_block_extent(b, got) = e;
+    }
+    set_count(d, count);
+    if (got != 0) {
+      d.used = true;
+      g_depot_bytes.fetch_sub(got * small::class_size(cls), std::memory_order_relaxed);
+    }
+    nout = tick(d, cls, out);
   }
-  if (got != 0) {
-    d.used = true;
-    g_depot_bytes.fetch_sub(got * small::class_size(cls), std::memory_order_relaxed);
-  }
+  give_back(out, nout);
   return got;
 }
 
 bool depot_step(bool all) noexcept {
   bool holds = false;
-  for (size_t cls = small::kNumSmall; depot_holds(cls); cls++) {
+  for (size_t cls = small::kNumSmall; cls < small::kNumSmall + kDepotClasses; cls++) {
     Depot& d = g_depots[cls - small::kNumSmall];
     if (__atomic_load_n(&d.count, __ATOMIC_RELAXED) == 0) continue;
     Extent* out[kDepotSlots];
-    size_t n = 0;
+    uint32_t n = 0;
     {
       LockGuard g(d.lock);
       if (all || !d.used) {
         n = d.count;
-        for (size_t i = 0; i < n; i++) out[i] = d.blocks[i];
-        d.count = 0;
-        g_depot_bytes.fetch_sub(n * small::class_size(cls), std::memory_order_relaxed);
+        take_oldest(d, cls, out, n);
+        d.low = 0;
+        d.ops = 0;
       }
       d.used = false;
       if (d.count != 0) holds = true;
