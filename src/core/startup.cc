@@ -69,7 +69,10 @@ Runtime::Runtime(const Options& o) noexcept
     nbinsets = ncpu == 0 ? 1 : ncpu < kMaxBinSets ? ncpu : kMaxBinSets;
   }
   for (size_t a = 0; a < nbinsets; a++)
-    for (size_t c = 0; c < small::kNumSmall; c++) bins[a][c].init(c, &arena, g_hardened);
+    for (size_t c = 0; c < small::kNumSmall; c++) {
+      new (&bins[a][c]) small::Bin();
+      bins[a][c].init(c, &arena, g_hardened);
+    }
   decay.init(&bins[0][0], nbinsets * small::kNumSmall, &arena);
 }
 

@@ -55,7 +55,16 @@ class Runtime {
   // holds its slab, whichever set that is. One set by default (bin_sets).
   static constexpr size_t kMaxBinSets = kMaxBinSetsOption;
   size_t nbinsets = 1;  // Options::bin_sets (0 there: one per CPU)
-  small::Bin bins[kMaxBinSets][small::kNumSmall];
+  // Room for every set; only the first nbinsets are made (the Runtime's
+  // constructor), so the others' pages are never touched: constructing all
+  // eight wrote 44 KiB of zeroes and locks, 11 page faults at start-up.
+  union BinSets {
+    BinSets() noexcept {}
+    ~BinSets() {}
+    small::Bin* operator[](size_t set) noexcept { return sets[set]; }
+    const small::Bin* operator[](size_t set) const noexcept { return sets[set]; }
+    small::Bin sets[kMaxBinSets][small::kNumSmall];
+  } bins;
   // Decay steps over every bin, the slab arena and the chunk layer: the
   // background thread's, and the bounded ones the allocator's calls take.
   small::Decay decay;
@@ -76,7 +85,7 @@ class Runtime {
   template <typename F>
   void for_each_bin(F f) noexcept {
     for (size_t a = 0; a < nbinsets; a++)
-      for (auto& b : bins[a]) f(b);
+      for (small::Bin& b : bins.sets[a]) f(b);
   }
   // A class's bins' statistics, summed over the sets.
   small::BinStats class_stats(size_t cls) const noexcept;

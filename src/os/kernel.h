@@ -29,8 +29,8 @@ class Kernel {
   virtual int close(int fd) noexcept = 0;
   // membarrier(2) (Linux 4.14 for the private expedited commands).
   virtual int membarrier(int cmd, unsigned flags) noexcept = 0;
-  // Reads up to n-1 bytes of a small /proc or /sys file into buf (NUL-terminated);
-  // returns the length or -1.
+  // Reads the first line (up to n-1 bytes) of a small /proc or /sys file
+  // into buf (NUL-terminated); returns the length or -1.
   virtual ssize_t read_small_file(const char* path, char* buf, size_t n) noexcept = 0;
   // The soft RLIMIT_AS in bytes (getrlimit); SIZE_MAX when unlimited.
   virtual size_t address_space_limit() noexcept = 0;
