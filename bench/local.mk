@@ -172,7 +172,7 @@ compare-vector-push: bench/vector_push $(lib_LTLIBRARIES)
 ## for ductile in plain C/C++ with only malloc/free/realloc/new/delete, so
 ## LD_PRELOAD picks the allocator measured (they do NOT link libductile).
 ## `make compare-workloads` runs them under glibc, jemalloc, mimalloc,
-## tcmalloc and ductile (about 8 minutes; COMPARE_WORKLOADS_FLAGS=--quick
+## tcmalloc and ductile (about 15 minutes; COMPARE_WORKLOADS_FLAGS=--quick
 ## for a few minutes) and draws docs/workloads.png. See docs/measurements/workloads.md.
 ductile_workloads = \
 	bench/workloads/larson \
