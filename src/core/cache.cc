@@ -24,6 +24,8 @@ pthread_key_t g_cache_key;
 Mutex g_caches_lock;
 ThreadCache* g_live_caches = nullptr;
 ThreadCache* g_free_caches = nullptr;
+ThreadCache* g_parked = nullptr;  // g_caches_lock; linked by park_next
+size_t g_nparked = 0;             // g_caches_lock (read without it by parked_caches)
 
 ThreadCache* create_cache() {
   // hardened:true without --enable-hardened: no caches, so that every call
@@ -32,10 +34,19 @@ ThreadCache* create_cache() {
     return nullptr;
   t_state = kMakingCache;
   ThreadCache* tc;
+  bool adopted = false;
   {
+    // A parked cache first: the exited thread's blocks, warm, and the
+    // record on the live list already.
     LockGuard g(g_caches_lock);
-    tc = g_free_caches;
-    if (tc) g_free_caches = tc->next;
+    if ((tc = g_parked) != nullptr) {
+      g_parked = tc->park_next;
+      __atomic_store_n(&g_nparked, g_nparked - 1, __ATOMIC_RELAXED);
+      tc->parked = false;
+      adopted = true;
+    } else if ((tc = g_free_caches) != nullptr) {
+      g_free_caches = tc->next;
+    }
   }
   if (tc == nullptr) {
     void* mem = rt().chunks.meta().alloc(sizeof(ThreadCache), kPage);
@@ -49,12 +60,16 @@ ThreadCache* create_cache() {
     tc = new (mem) ThreadCache;
     growth::add_record(tc);
   }
-  tc->init();
+  if (adopted) {
+    tc->reset_counters();
+  } else {
+    tc->init();
+  }
   {
     static std::atomic<uint32_t> next_set{0};
     tc->bin_set = next_set.fetch_add(1, std::memory_order_relaxed) % static_cast<uint32_t>(rt().nbinsets);
   }
-  {
+  if (!adopted) {
     LockGuard g(g_caches_lock);
     tc->prev = nullptr;
     tc->next = g_live_caches;
@@ -68,9 +83,9 @@ ThreadCache* create_cache() {
   // Registers the destructor that gives the cache back at thread exit. It
   // may allocate (see kMakingCache), so the cache is not this thread's yet.
   if (pthread_setspecific(g_cache_key, tc) != 0) {
-    // No destructor would give it back: this thread goes uncached.
-    LockGuard g(g_caches_lock);
-    unlink_cache(tc);
+    // No destructor would give it back: this thread goes uncached (the
+    // blocks of an adopted cache go back first).
+    retire_cache(tc);
     t_state = kNoCache;
     return nullptr;
   }
@@ -146,6 +161,28 @@ void thread_exit(void* arg) noexcept {
   auto* tc = static_cast<ThreadCache*>(arg);
   t_cache = no_cache();
   t_state = kExiting;  // frees from later destructors go straight to the bins
+  // Parked whole, blocks and all, for the next thread that makes a cache
+  // (in a program that runs one short-lived thread after another, it wants
+  // the same blocks at once), while fewer than kMaxParked are: the record
+  // stays on the live list, where the idle caches' collection ages its
+  // medium blocks, and a background step that finds it parked a second
+  // time retires it (retire_parked), as trim does at once.
+  {
+    LockGuard g(g_caches_lock);
+    if (g_nparked < kMaxParked) {
+      tc->parked = true;
+      tc->park_seen = false;
+      tc->park_next = g_parked;
+      g_parked = tc;
+      __atomic_store_n(&g_nparked, g_nparked + 1, __ATOMIC_RELAXED);
+      tc = nullptr;
+    }
+  }
+  // (A background thread asleep is not woken for it: at most kMaxParked
+  // caches wait for the next thread, its next step, trim or exit. Waking
+  // it at each exit made it step at each exit, and retire what the next
+  // thread was about to adopt.)
+  if (tc == nullptr) return;
   // Its cached blocks go back dirty, and the slabs it emptied stay in their
   // bins: a thread's exit is no sign that the process is done with the
   // memory (the next thread usually wants it at once), so decay returns it
@@ -154,6 +191,35 @@ void thread_exit(void* arg) noexcept {
   // of short-lived threads fault in again what the one before gave back.)
   retire_cache(tc);
   wake_background_if_rung();
+}
+
+size_t parked_caches() noexcept { return __atomic_load_n(&g_nparked, __ATOMIC_RELAXED); }
+
+bool retire_parked(bool all) noexcept {
+  ThreadCache* out[kMaxParked];
+  size_t n = 0;
+  {
+    LockGuard g(g_caches_lock);
+    for (ThreadCache** at = &g_parked; *at != nullptr;) {
+      ThreadCache* tc = *at;
+      if (all || tc->park_seen) {
+        *at = tc->park_next;
+        tc->parked = false;
+        out[n++] = tc;
+      } else {
+        tc->park_seen = true;
+        at = &tc->park_next;
+      }
+    }
+    __atomic_store_n(&g_nparked, g_nparked - n, __ATOMIC_RELAXED);
+  }
+  for (size_t i = 0; i < n; i++) retire_cache(out[i]);
+  return parked_caches() != 0;
+}
+
+void forget_parked() noexcept {
+  g_parked = nullptr;
+  g_nparked = 0;
 }
 
 void medium_taken_slow(Extent* e, uint8_t was) noexcept {

@@ -32,6 +32,15 @@ void flush_objects(size_t cls, void** items, size_t n);
 void flush_half(small::ThreadCache* tc, size_t cls);
 void flush_all(small::ThreadCache* tc);
 void retire_cache(small::ThreadCache* tc);
+// Parked caches (thread_exit): at most kMaxParked, each adopted whole by the
+// next thread that makes a cache. parked_caches: how many now.
+inline constexpr size_t kMaxParked = 2;
+size_t parked_caches() noexcept;
+// Retires the parked caches that a step before this one saw parked (every
+// one with `all`: trim); true while one stays parked.
+bool retire_parked(bool all) noexcept;
+// A forked child: no cache is parked (they are the parent's threads').
+void forget_parked() noexcept;
 // Moves a cache from the live list to the free pool (g_caches_lock held).
 void unlink_cache(small::ThreadCache* tc);
 void thread_exit(void* arg) noexcept;

@@ -151,6 +151,7 @@ bool background_step() noexcept {
   bool pending = rt().decay.step().pending;
   if (collect_cached_medium()) pending = true;
   if (depot_step(false)) pending = true;
+  if (retire_parked(false)) pending = true;
   return pending;
 }
 

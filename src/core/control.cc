@@ -66,6 +66,7 @@ size_t trim() noexcept {
   if (!g_ready.load(std::memory_order_acquire) || g_fork_heap) return 0;
   const InCall in_call;
   if (ThreadCache* tc = own_cache()) flush_all(tc);
+  (void)retire_parked(true);
   (void)depot_step(true);
   rt().for_each_bin([](small::Bin& b) { b.trim(); });
   size_t bytes = rt().arena.trim();

@@ -109,6 +109,7 @@ void postfork_child() noexcept {
   // cannot be trusted: the blocks in them stay allocated (as with jemalloc),
   // and the cache records go back to the pool for the child's new threads.
   ThreadCache* mine = own_cache();
+  forget_parked();
   ThreadCache* tc = g_live_caches;
   while (tc != nullptr) {
     ThreadCache* next = tc->next;

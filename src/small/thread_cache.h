@@ -119,6 +119,11 @@ struct ThreadCache {
   // ever made (all_next links them, never unlinked).
   LockedCounter<uint64_t> growth[kGrowthCounters];
   ThreadCache* all_next = nullptr;
+  // Parked (core/cache.cc): its thread exited and left its blocks in it for
+  // the next thread; still on the live list. park_next links the parked.
+  ThreadCache* park_next = nullptr;
+  bool parked = false;
+  bool park_seen = false;  // a background step has seen it parked
   void* slots[kCacheSlots];
 
   void init() noexcept {
@@ -129,6 +134,11 @@ struct ThreadCache {
       bins[c].limit = cache_cap(c);
       off += bins[c].limit * detail::slots_per_block(c);
     }
+    reset_counters();
+  }
+  // A new thread's counters, for a record made or adopted parked (whose
+  // bins keep their blocks).
+  void reset_counters() noexcept {
     allocated = deallocated = 0;
     decay_countdown = kDecayEvent;
     prof_at = UINT64_MAX;

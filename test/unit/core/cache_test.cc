@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: BSD-2-Clause
 // Thread caches (core/cache.cc): no chunk-layer call for a cached block, medium bins, a thread's
-// first free, threads without a cache, and a thread's exit.
+// first free, threads without a cache, a thread's exit, and the caches it parks.
 //
 // This program links the library's objects, so ductile is also the allocator of the
 // test process itself.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -54,6 +58,7 @@ TEST(ThreadCache, AFullMediumBinGivesBackItsOldestBlock) {
   constexpr size_t kSize = 64 * 1024;
   ASSERT_EQ(small::cache_cap(class_of(kSize)), 2u);
   core::flush_thread_cache();
+  core::depot_enable();  // as once a second thread has had a cache
   (void)core::depot_step(true);
   void* a = ductile_malloc(kSize);
   void* b = ductile_malloc(kSize);
@@ -91,6 +96,7 @@ TEST(ThreadCache, AHandfulOfSmallMediumBlocksStaysInTheCache) {
   constexpr int kBlocks = 8;
   for (size_t size : {20 * 1024, 32 * 1024}) {
     ASSERT_GE(small::cache_cap(class_of(size)), kBlocks) << size;
+    (void)core::retire_parked(true);  // a cache of its own, not one an earlier thread parked
     std::thread worker([size] {
       void* p[kBlocks];
       uint64_t allocs = 0, frees = 0;
@@ -231,6 +237,93 @@ TEST(Threads, ExitLeavesItsMemoryToDecay) {
   EXPECT_GE(os.purged_bytes.load() - purged_before, 40000u * 256 - slab + 2 * kMedium);
   EXPECT_LE(core::rt().class_stats(cls).empty_slabs, small::Bin::kRetainEmpty * core::rt().nbinsets);
   core::rt().chunks.set_decay_ns(decay);
+}
+
+// A thread that exits parks its cache, blocks and all, and the next thread
+// that makes a cache adopts it: its first malloc is one of the blocks the
+// exited thread freed, with no fill from the bins (short-threads: each new
+// thread took every block from the bins, and the exit gave them back).
+TEST(Threads, AnExitingThreadsCacheIsParkedForTheNextThread) {
+  ASSERT_TRUE(core::ensure_ready());
+  (void)core::retire_parked(true);
+  const size_t cls = class_of(64);
+  std::vector<void*> freed;
+  std::thread a([&freed] {
+    for (int i = 0; i < 16; i++) freed.push_back(ductile_malloc(64));
+    for (void* p : freed) ductile_free(p);
+  });
+  a.join();
+  EXPECT_EQ(core::parked_caches(), 1u);
+  const size_t in_bins = core::rt().class_stats(cls).free_objects;
+  void* got = nullptr;
+  std::thread b([&got] {
+    got = ductile_malloc(64);
+    std::memset(got, 1, 64);
+    ductile_free(got);
+  });
+  b.join();
+  EXPECT_NE(std::find(freed.begin(), freed.end(), got), freed.end());
+  EXPECT_EQ(core::rt().class_stats(cls).free_objects, in_bins);  // no fill, no flush
+  EXPECT_EQ(core::parked_caches(), 1u);  // b's, the same record, parked again
+  (void)core::retire_parked(true);
+}
+
+// What exiting threads leave parked is bounded: kMaxParked caches; the
+// other exits give their blocks back as before. A parked cache that two
+// background steps find parked goes back whole, as trim's does at once.
+TEST(Threads, AtMostTwoCachesAreParkedAndStepsOrTrimRetireThem) {
+  ASSERT_TRUE(core::ensure_ready());
+  (void)core::retire_parked(true);
+  constexpr int kThreads = 4;
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; t++) {
+    threads.emplace_back([&ready] {
+      std::vector<void*> v;
+      for (int i = 0; i < 16; i++) v.push_back(ductile_malloc(96));
+      for (void* p : v) ductile_free(p);
+      ready++;
+      while (ready.load() < kThreads) std::this_thread::yield();  // all alive at once
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(core::parked_caches(), core::kMaxParked);
+  // Steps: the first sees them parked, the second retires them.
+  const size_t cls = class_of(96);
+  const size_t in_bins = core::rt().class_stats(cls).free_objects;
+  EXPECT_TRUE(core::retire_parked(false));
+  EXPECT_EQ(core::parked_caches(), core::kMaxParked);
+  EXPECT_FALSE(core::retire_parked(false));
+  EXPECT_EQ(core::parked_caches(), 0u);
+  EXPECT_GE(core::rt().class_stats(cls).free_objects, in_bins + core::kMaxParked * 16);  // and their fills' rest
+  // Trim: at once.
+  std::thread c([] { ductile_free(ductile_malloc(96)); });
+  c.join();
+  EXPECT_EQ(core::parked_caches(), 1u);
+  ductile_trim();
+  EXPECT_EQ(core::parked_caches(), 0u);
+}
+
+// A forked child parks nothing of its parent's: those caches were other
+// threads', whose state the child cannot trust.
+TEST(Threads, AForkedChildHasNoParkedCache) {
+  ASSERT_TRUE(core::ensure_ready());
+  (void)core::retire_parked(true);
+  std::thread a([] { ductile_free(ductile_malloc(64)); });
+  a.join();
+  ASSERT_EQ(core::parked_caches(), 1u);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const bool ok = core::parked_caches() == 0;
+    std::thread b([] { ductile_free(ductile_malloc(64)); });  // makes a cache of its own
+    b.join();
+    _exit(ok && core::parked_caches() == 1 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  (void)core::retire_parked(true);
 }
 
 }  // namespace
