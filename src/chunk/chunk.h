@@ -228,8 +228,6 @@ class ChunkLayer {
   // Without the lock (counters kept under it): never waits for an
   // allocation.
   ChunkStats stats() const noexcept;
-  // Bytes in extents handed to upper layers (ChunkStats::active), one load.
-  size_t active_bytes() const noexcept { return stats_.active.load(); }
   uint64_t now_ns() noexcept { return clock_.now_ns(); }
   os::Os& os() noexcept { return os_; }
   MetaAlloc& meta() noexcept { return meta_; }

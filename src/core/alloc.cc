@@ -123,12 +123,10 @@ void* alloc_sampled(size_t size, size_t align, bool zero, bool growing, const Pl
 
 // Whether a growing medium block of `usable` bytes goes to the dense space
 // (Runtime::growing_medium): where there is one, once kPlainGrowth bytes of
-// them have been made in plain space and the process holds kDenseFootprint
-// bytes (its chunk layer's active extents) in all.
+// them have been made in plain space.
 bool dense_for_growth(size_t usable) {
   Runtime& r = rt();
   if (r.growing_medium == chunk::Space::kPlain) return false;
-  if (r.chunks.active_bytes() < Runtime::kDenseFootprint) return false;
   if (r.plain_growth.load(std::memory_order_relaxed) >= Runtime::kPlainGrowth) return true;
   r.plain_growth.fetch_add(usable, std::memory_order_relaxed);
   return false;

@@ -75,6 +75,19 @@ uint32_t tick(Depot& d, size_t cls, Extent** out) noexcept {
   return n;
 }
 
+// After a put or take (lock held) that left `count` blocks and moved
+// `moved` (in, or out): the count, the bytes, and the period's tick, whose
+// blocks to give back go to out; returns how many.
+uint32_t settle(Depot& d, size_t cls, uint32_t count, size_t moved, bool in, Extent** out) noexcept {
+  set_count(d, count);
+  if (moved != 0) {
+    d.used = true;
+    if (in) g_depot_bytes.fetch_add(moved * small::class_size(cls), std::memory_order_relaxed);
+    else g_depot_bytes.fetch_sub(moved * small::class_size(cls), std::memory_order_relaxed);
+  }
+  return tick(d, cls, out);
+}
+
 // Gives blocks back to the chunk layer, out of any depot's lock: as a full
 // cache's flush gives back a medium block (core/cache.cc: flush_objects).
 void give_back(Extent** blocks, size_t n) noexcept {
@@ -109,12 +122,7 @@ size_t depot_put(size_t cls, void** items, size_t n) noexcept {
     uint32_t count = d.count;
     for (const uint32_t cap = depot_cap(cls); took < n && count < cap; took++)
       d.blocks[count++] = static_cast<Extent*>(small::medium_block_extent(b, took));
-    set_count(d, count);
-    if (took != 0) {
-      d.used = true;
-      g_depot_bytes.fetch_add(took * small::class_size(cls), std::memory_order_relaxed);
-    }
-    nout = tick(d, cls, out);
+    nout = settle(d, cls, count, took, true, out);
   }
   give_back(out, nout);
   return took;
@@ -135,12 +143,7 @@ size_t depot_take(size_t cls, void** items, size_t n) noexcept {
       small::medium_block(b, got) = ptr(e->base);
       small::medium_block_extent(b, got) = e;
     }
-    set_count(d, count);
-    if (got != 0) {
-      d.used = true;
-      g_depot_bytes.fetch_sub(got * small::class_size(cls), std::memory_order_relaxed);
-    }
-    nout = tick(d, cls, out);
+    nout = settle(d, cls, count, got, false, out);
   }
   give_back(out, nout);
   return got;

@@ -70,17 +70,14 @@ class Runtime {
   small::Decay decay;
   // Where a medium block that replaces a smaller one (realloc growth) goes
   // (dense_space), once the process has made kPlainGrowth bytes of
-  // them in plain space and holds kDenseFootprint bytes in all: a program
-  // that grows a buffer or two past 16 KiB does not pay a huge page for
-  // them (the dense space's first touch makes 2 MiB resident; churn's peak
-  // RSS went 75.9 -> 77.9 MiB without this), nor does a small program that
-  // grows many (one with 2 MB live, holding about 4.3 MiB, growing a hash
-  // table by realloc in each of its passes, peaked at 6.6 MB instead of
-  // 4.6). 64 buffers growing together from 4 KiB now fault 3 177 pages in
-  // their first round instead of 940 (16 MiB: 5 549).
+  // them in plain space: a program that grows a buffer or two past 16 KiB
+  // does not pay a huge page for them (the dense space's first touch makes
+  // 2 MiB resident; churn's peak RSS went 75.9 -> 77.9 MiB without this).
+  // (Keeping growth in plain space until the process held 8 MiB took a
+  // small program's peak from 6.6 to 4.6 MB, but put growing medium blocks
+  // beside recycled huge blocks, which then could not grow in place.)
   chunk::Space growing_medium = chunk::Space::kPlain;
   static constexpr size_t kPlainGrowth = size_t{1} << 20;
-  static constexpr size_t kDenseFootprint = size_t{8} << 20;
   std::atomic<size_t> plain_growth{0};  // bytes of such blocks made in plain space so far
 
   // Every bin of every set, for the operations that visit them all.

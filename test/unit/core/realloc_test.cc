@@ -95,11 +95,9 @@ TEST(Realloc, MediumGrowsInPlaceIntoAFreeNeighbour) {
 // grow: where the kernel's THP mode is madvise they go to the dense
 // huge-page space, packed together (each touched huge page serves many of
 // them), and not one to a span -- after the first MiB of them, made in
-// plain space (a program that grows a buffer or two pays no huge page),
-// and only in a process that holds kDenseFootprint bytes (a small program
-// pays none either). A fresh medium block stays in plain space. Growth out
-// of the small classes counts too (it used to take the plain malloc of the
-// small-object path).
+// plain space (a program that grows a buffer or two pays no huge page). A
+// fresh medium block stays in plain space. Growth out of the small classes
+// counts too (it used to take the plain malloc of the small-object path).
 TEST(Realloc, GrowingMediumBlocksArePackedIntoTheirSpace) {
   ASSERT_TRUE(core::ensure_ready());  // as above
   core::Runtime& rt = core::rt();
@@ -108,24 +106,6 @@ TEST(Realloc, GrowingMediumBlocksArePackedIntoTheirSpace) {
   void* fresh = ductile_malloc(40 * 1024);
   ASSERT_NE(fresh, nullptr);
   EXPECT_EQ(space_of(fresh), chunk::Space::kPlain);
-
-  // A small process: growth stays in plain space, past the first MiB too,
-  // and is not counted.
-  rt.plain_growth.store(0);
-  if (rt.chunks.active_bytes() + 2 * core::Runtime::kPlainGrowth < core::Runtime::kDenseFootprint) {
-    std::vector<void*> small_grown;
-    for (size_t done = 0; done < 2 * core::Runtime::kPlainGrowth; done += 32 * 1024) {
-      void* q = ductile_realloc(ductile_malloc(small::kMaxSmall), 32 * 1024);
-      ASSERT_NE(q, nullptr);
-      EXPECT_EQ(space_of(q), chunk::Space::kPlain);
-      small_grown.push_back(q);
-    }
-    EXPECT_EQ(rt.plain_growth.load(), 0u);
-    for (void* q : small_grown) ductile_free(q);
-  }
-  // Ballast: from here on the process holds kDenseFootprint bytes.
-  void* ballast = ductile_malloc(core::Runtime::kDenseFootprint);
-  ASSERT_NE(ballast, nullptr);
 
   // The first MiB: counted, and made as any medium block (from the thread
   // cache or plain space); then the dense space's.
@@ -180,7 +160,6 @@ TEST(Realloc, GrowingMediumBlocksArePackedIntoTheirSpace) {
   if (space != chunk::Space::kPlain) EXPECT_LE(huge_pages.size(), 3u);
   for (void* q : buf) ductile_free(q);
   ductile_free(fresh);
-  ductile_free(ballast);
 }
 
 // A buffer that realloc has grown in the dense space (from small sizes,
@@ -198,8 +177,6 @@ TEST(Realloc, ADenseBufferGrownToHalfTheThresholdBecomesHugeAndGrowsInPlace) {
   const size_t threshold = rt.huge.options().threshold;
   ASSERT_EQ(threshold, kHugePage);
   rt.plain_growth.store(core::Runtime::kPlainGrowth);  // past the first MiB
-  void* ballast = ductile_malloc(core::Runtime::kDenseFootprint);  // and a footprint that pays
-  ASSERT_NE(ballast, nullptr);
   auto kind_of = [](const void* p) { return core::rt().chunks.lookup(p)->kind; };
   auto in_place = [] {
     const huge::HugeStats s = core::rt().huge.stats();
@@ -265,7 +242,6 @@ TEST(Realloc, ADenseBufferGrownToHalfTheThresholdBecomesHugeAndGrowsInPlace) {
   ASSERT_NE(n, nullptr);
   EXPECT_EQ(kind_of(n), chunk::ExtentKind::kMedium);
   ductile_free(n);
-  ductile_free(ballast);
 }
 
 // A medium block that realloc or rallocx grows into the huge range brings
