@@ -305,7 +305,8 @@ TEST(Threads, AtMostTwoCachesAreParkedAndStepsOrTrimRetireThem) {
 }
 
 // A forked child parks nothing of its parent's: those caches were other
-// threads', whose state the child cannot trust.
+// threads', whose state the child cannot trust. (The child starts no
+// thread: ThreadSanitizer does not support that after a threaded fork.)
 TEST(Threads, AForkedChildHasNoParkedCache) {
   ASSERT_TRUE(core::ensure_ready());
   (void)core::retire_parked(true);
@@ -314,12 +315,7 @@ TEST(Threads, AForkedChildHasNoParkedCache) {
   ASSERT_EQ(core::parked_caches(), 1u);
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    const bool ok = core::parked_caches() == 0;
-    std::thread b([] { ductile_free(ductile_malloc(64)); });  // makes a cache of its own
-    b.join();
-    _exit(ok && core::parked_caches() == 1 ? 0 : 1);
-  }
+  if (pid == 0) _exit(core::parked_caches() == 0 ? 0 : 1);
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
