@@ -120,7 +120,30 @@ void ChunkLayer::mark_remapped(Extent* e) noexcept {
 }
 
 bool ChunkLayer::map_fresh(uintptr_t base, size_t size, Space space) noexcept {
-  return os_.map_fresh(ptr(base), size) && (!advised(space) || os_.advise_huge(ptr(base), size));
+  return os_.map_fresh(ptr(base), size) && (!advised_now(space) || os_.advise_huge(ptr(base), size));
+}
+
+void ChunkLayer::set_dense_advice(bool on) noexcept {
+  if (!on) {
+    dense_advice_.store(false, std::memory_order_relaxed);
+    return;
+  }
+  if (dense_advice_.exchange(true, std::memory_order_relaxed)) return;
+  // Ranges carved or mapped from now on are advised as they come; the
+  // reservations made meanwhile, whole, here (a range already advised, or
+  // a piece unmapped since, is no harm).
+  uintptr_t base[kDenseReservations];
+  size_t size[kDenseReservations];
+  size_t n;
+  {
+    LockGuard g(lock_);
+    n = ndense_;
+    for (size_t i = 0; i < n; i++) {
+      base[i] = dense_base_[i];
+      size[i] = dense_size_[i];
+    }
+  }
+  for (size_t i = 0; i < n; i++) (void)os_.advise_huge(ptr(base[i]), size[i]);
 }
 
 void ChunkLayer::recycle(Extent* e) noexcept {
@@ -226,7 +249,11 @@ bool ChunkLayer::reserve(size_t res, size_t hint_align, Space space) noexcept {
   // Huge-page space is advised whole, once: the reservation stays one
   // mapping whatever is placed in it (before, each huge span was advised on
   // its own and split the reservation's mapping at both ends).
-  if (advised(space)) (void)os_.advise_huge(ptr(base), res);
+  if (advised_now(space)) (void)os_.advise_huge(ptr(base), res);
+  if (space == Space::kDense && ndense_ < kDenseReservations) {
+    dense_base_[ndense_] = base;
+    dense_size_[ndense_++] = res;
+  }
   Extent* e = new_extent(base, res, ExtentState::kClean, !os_.features().strict_overcommit, space, false);
   if (e == nullptr) {
     (void)os_.unmap(ptr(base), res);
@@ -305,7 +332,7 @@ void ChunkLayer::refill(Extent* e) noexcept {
     forget(e);
     return;
   }
-  if (advised(e->space)) (void)os_.advise_huge(ptr(e->base), e->size);
+  if (advised_now(e->space)) (void)os_.advise_huge(ptr(e->base), e->size);
   LockGuard g(lock_);
   set_remapped(e, false);
   clear_interior(e);

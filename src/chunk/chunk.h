@@ -228,6 +228,17 @@ class ChunkLayer {
   // Without the lock (counters kept under it): never waits for an
   // allocation.
   ChunkStats stats() const noexcept;
+  // Bytes in extents handed to upper layers (ChunkStats::active), one load.
+  size_t active_bytes() const noexcept { return stats_.active.load(); }
+  // Whether space s is advised as huge pages: the huge space always; the
+  // dense space unless set_dense_advice(false) deferred it (the runtime
+  // does, until the process holds a few MiB: the dense space's first touch
+  // makes a whole huge page resident, a small program's largest cost).
+  bool advised_now(Space s) const noexcept {
+    return s == Space::kHuge || (s == Space::kDense && dense_advice_.load(std::memory_order_relaxed));
+  }
+  // Turning it on advises the dense reservations made meanwhile, whole.
+  void set_dense_advice(bool on) noexcept;
   uint64_t now_ns() noexcept { return clock_.now_ns(); }
   os::Os& os() noexcept { return os_; }
   MetaAlloc& meta() noexcept { return meta_; }
@@ -337,6 +348,12 @@ class ChunkLayer {
   std::atomic<size_t> armed_at_{0};
   std::atomic<size_t> noted_{0};
   std::atomic<bool> signal_{false};
+  std::atomic<bool> dense_advice_{true};
+  // The dense space's reservations (lock_), for set_dense_advice(true).
+  static constexpr size_t kDenseReservations = 16;
+  uintptr_t dense_base_[kDenseReservations] = {};
+  size_t dense_size_[kDenseReservations] = {};
+  size_t ndense_ = 0;
   // ChunkStats's figures, kept under the lock and read without it
   // (stats()); the free bytes and extents are the sets' own counters.
   struct Counters {

@@ -78,7 +78,7 @@ ChunkLayer::PurgeResult ChunkLayer::purge_marked(Extent* const* batch, size_t n)
       if (!batch[i]->committed) {
         purged[i] = true;
       } else {
-        const os::Decommit d = os_.decommit(ptr(batch[i]->base), batch[i]->size, advised(batch[i]->space));
+        const os::Decommit d = os_.decommit(ptr(batch[i]->base), batch[i]->size, advised_now(batch[i]->space));
         purged[i] = d != os::Decommit::kFailed;
         kept[i] = d == os::Decommit::kPurged;
       }

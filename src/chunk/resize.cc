@@ -78,7 +78,7 @@ GrowResult ChunkLayer::grow_locked(Extent* e, size_t new_size, bool may_map, boo
   if (map != 0) {
     if (!page_map_.ensure(cur, map)) return undo();
     if (os_.reserve_at(ptr(cur), map) != os::MapStatus::kMapped) return undo();
-    if (advised(e->space)) (void)os_.advise_huge(ptr(cur), map);  // merges with the mapping before it
+    if (advised_now(e->space)) (void)os_.advise_huge(ptr(cur), map);  // merges with the mapping before it
     if (strict && !os_.commit(ptr(cur), end - cur)) {
       (void)os_.unmap(ptr(cur), map);
       return undo();

@@ -127,7 +127,12 @@ void* alloc_sampled(size_t size, size_t align, bool zero, bool growing, const Pl
 bool dense_for_growth(size_t usable) {
   Runtime& r = rt();
   if (r.growing_medium == chunk::Space::kPlain) return false;
-  if (r.plain_growth.load(std::memory_order_relaxed) >= Runtime::kPlainGrowth) return true;
+  if (r.plain_growth.load(std::memory_order_relaxed) >= Runtime::kPlainGrowth) {
+    if (DUCTILE_UNLIKELY(!r.chunks.advised_now(chunk::Space::kDense)) &&
+        r.chunks.active_bytes() >= Runtime::kDenseAdviceAt)
+      r.chunks.set_dense_advice(true);
+    return true;
+  }
   r.plain_growth.fetch_add(usable, std::memory_order_relaxed);
   return false;
 }

@@ -277,7 +277,7 @@ void HugeLayer::drop_moved_in(Extent* e, size_t moved_in) noexcept {
   // MiB: 255 huge pages a round, where it had none to fault).
   const size_t n = moved_in < e->size ? moved_in : e->size;
   if (chunks_.os().map_fresh(ptr(e->base), n) &&
-      (!advised(e->space) || chunks_.os().advise_huge(ptr(e->base), n)))
+      (!chunks_.advised_now(e->space) || chunks_.os().advise_huge(ptr(e->base), n)))
     return;
   chunks_.mark_remapped(e);
 }
@@ -290,7 +290,7 @@ void HugeLayer::give_back(Extent* e, size_t committed, size_t zero_from, bool st
     const size_t n = e->size - committed;
     if (!lift_guards(e, committed, strays, committed, e->size)) {
       if (!chunks_.os().map_fresh(a, n)) return;  // kept: its address space is lost, nothing else
-      if (advised(e->space)) (void)chunks_.os().advise_huge(a, n);
+      if (chunks_.advised_now(e->space)) (void)chunks_.os().advise_huge(a, n);
     }
   }
   chunks_.free(e, strict() ? committed : zero_from);
@@ -385,7 +385,7 @@ void* HugeLayer::alloc_from(Extent* from, size_t size, bool zero, bool* moved) n
     adopt(t, s, in, from->usable);
     // The pages brought their old mapping's flags: advised like the space
     // they are in now, or they would split its mapping.
-    if (advised(t->space) && !advised(from->space)) (void)chunks_.os().advise_huge(ptr(t->base), len);
+    if (chunks_.advised_now(t->space) && !chunks_.advised_now(from->space)) (void)chunks_.os().advise_huge(ptr(t->base), len);
     chunks_.refill(from);
     s->moved_in = len;
     *moved = true;

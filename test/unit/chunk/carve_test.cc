@@ -135,6 +135,33 @@ TEST_F(ChunkTest, AtTheAddressSpaceLimitFreeSpaceIsUnmappedForANewReservation) {
   EXPECT_EQ(chunks_->stats().reserved, 4 * kMiB);
 }
 
+// The dense space's advice can wait (the runtime defers it until the
+// process holds a few MiB: the space's first touch would make a whole huge
+// page resident): its reservation is made without advice, and turning the
+// advice on advises it then, once and whole. The huge space is advised as
+// ever.
+TEST_F(ChunkTest, TheDenseSpacesAdviceCanWait) {
+  using chunk::Space;
+  ASSERT_EQ(os_->features().thp, os::ThpMode::kMadvise);
+  auto advice = [&] { return os_->counters().get(os::Call::kMadvise); };
+  chunks_->set_dense_advice(false);
+  EXPECT_FALSE(chunks_->advised_now(Space::kDense));
+  EXPECT_TRUE(chunks_->advised_now(Space::kHuge));
+  const uint64_t before = advice();
+  Allocation d = chunks_->alloc(16 * kPage, kPage, SIZE_MAX, Space::kDense);
+  ASSERT_NE(d.extent, nullptr);
+  EXPECT_EQ(advice(), before);  // reserved, not advised
+  chunks_->set_dense_advice(true);
+  EXPECT_EQ(advice(), before + 1);  // its reservation, whole
+  chunks_->set_dense_advice(true);
+  EXPECT_EQ(advice(), before + 1);  // once
+  Allocation h = chunks_->alloc(16 * kPage, kPage, SIZE_MAX, Space::kHuge);
+  ASSERT_NE(h.extent, nullptr);
+  EXPECT_EQ(advice(), before + 2);
+  chunks_->free(d.extent);
+  chunks_->free(h.extent);
+}
+
 // The three address spaces (chunk::Space) share no reservation and no free
 // extent: advice given to a huge-page space's whole reservation must not
 // reach plain space, and medium blocks packed into the dense space must not
