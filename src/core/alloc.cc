@@ -60,13 +60,13 @@ void* alloc_class(size_t cls, bool zero, bool cached) {
   ThreadCache* tc = cached ? cache() : nullptr;
   if (tc) {
     small::CacheBin& b = tc->bins[cls];
+    const size_t refill = small::cache_cap(cls) > 1 ? small::cache_cap(cls) / 2 : 1;  // half a bin
     if (b.count == 0 && small::is_small_class(cls)) {
-      b.count = static_cast<uint32_t>(
-          rt().bins[tc->bin_set][cls].fill(b.items, small::cache_cap(cls) > 1 ? small::cache_cap(cls) / 2 : 1));
+      b.count = static_cast<uint32_t>(rt().bins[tc->bin_set][cls].fill(b.items, refill));
       start_helper_if_asked();
       decay_from_calls();
     } else if (b.count == 0 && depot_holds(cls)) {
-      b.count = static_cast<uint32_t>(depot_take(cls, b.items, small::cache_cap(cls) > 1 ? small::cache_cap(cls) / 2 : 1));
+      b.count = static_cast<uint32_t>(depot_take(cls, b.items, refill));
     }
     if (b.count != 0) {
       if (kStats || kProf) tc->allocated += small::class_size(cls);

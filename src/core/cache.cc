@@ -42,7 +42,6 @@ ThreadCache* create_cache() {
     if ((tc = g_parked) != nullptr) {
       g_parked = tc->park_next;
       __atomic_store_n(&g_nparked, g_nparked - 1, __ATOMIC_RELAXED);
-      tc->parked = false;
       adopted = true;
     } else if ((tc = g_free_caches) != nullptr) {
       g_free_caches = tc->next;
@@ -112,12 +111,13 @@ void flush_objects(size_t cls, void** items, size_t n) {
   // to the chunk layer.
   const size_t kept = depot_holds(cls) ? depot_put(cls, items, n) : 0;
   make_background_before((n - kept) * small::class_size(cls));
-  for (size_t i = kept; i < n; i++) {
-    Extent* e = static_cast<Extent*>(items[2 * i + 1]);
-    if (kHardened) small::take_marked(ptr(e->base));
-    medium_take(e);
-    rt().chunks.free(e);  // dirty, for the next user or for decay
-  }
+  for (size_t i = kept; i < n; i++) medium_to_chunks(static_cast<Extent*>(items[2 * i + 1]));
+}
+
+void medium_to_chunks(Extent* e) noexcept {
+  if (kHardened) small::take_marked(ptr(e->base));
+  medium_take(e);
+  rt().chunks.free(e);  // dirty, for the next user or for decay
 }
 
 // A full cache bin gives back its older half.
@@ -170,7 +170,6 @@ void thread_exit(void* arg) noexcept {
   {
     LockGuard g(g_caches_lock);
     if (g_nparked < kMaxParked) {
-      tc->parked = true;
       tc->park_seen = false;
       tc->park_next = g_parked;
       g_parked = tc;
@@ -204,7 +203,6 @@ bool retire_parked(bool all) noexcept {
       ThreadCache* tc = *at;
       if (all || tc->park_seen) {
         *at = tc->park_next;
-        tc->parked = false;
         out[n++] = tc;
       } else {
         tc->park_seen = true;

@@ -28,6 +28,10 @@ DUCTILE_ALWAYS_INLINE small::ThreadCache* cache() {
 // Returns the first n blocks of a cache bin (its slots: items) to where
 // they came from.
 void flush_objects(size_t cls, void** items, size_t n);
+// A medium block that leaves the caches (a flush, the depot) goes back to
+// the chunk layer, dirty; its caller made the background thread first
+// (make_background_before) where the bytes would ring its doorbell.
+void medium_to_chunks(chunk::Extent* e) noexcept;
 // A full cache bin gives back its older half.
 void flush_half(small::ThreadCache* tc, size_t cls);
 void flush_all(small::ThreadCache* tc);

@@ -88,20 +88,16 @@ uint32_t settle(Depot& d, size_t cls, uint32_t count, size_t moved, bool in, Ext
   return tick(d, cls, out);
 }
 
-// Gives blocks back to the chunk layer, out of any depot's lock: as a full
-// cache's flush gives back a medium block (core/cache.cc: flush_objects).
-void give_back(Extent** blocks, size_t n) noexcept {
-  for (size_t i = 0; i < n; i++) {
-    if (kHardened) small::take_marked(ptr(blocks[i]->base));
-    medium_take(blocks[i]);
-    rt().chunks.free(blocks[i]);  // dirty, for the next user or for decay
-  }
+// Gives n blocks of class cls back to the chunk layer, out of any depot's
+// lock, as a full cache's flush does (core/cache.cc: flush_objects).
+void give_back(size_t cls, Extent** blocks, size_t n) noexcept {
+  if (n == 0) return;
+  make_background_before(n * small::class_size(cls));
+  for (size_t i = 0; i < n; i++) medium_to_chunks(blocks[i]);
 }
 
-}  // namespace
-
-namespace {
 std::atomic<bool> g_depot_on{false};
+
 }  // namespace
 
 void depot_enable(bool on) noexcept { g_depot_on.store(on, std::memory_order_relaxed); }
@@ -124,7 +120,7 @@ size_t depot_put(size_t cls, void** items, size_t n) noexcept {
       d.blocks[count++] = static_cast<Extent*>(small::medium_block_extent(b, took));
     nout = settle(d, cls, count, took, true, out);
   }
-  give_back(out, nout);
+  give_back(cls, out, nout);
   return took;
 }
 
@@ -145,7 +141,7 @@ size_t depot_take(size_t cls, void** items, size_t n) noexcept {
     }
     nout = settle(d, cls, count, got, false, out);
   }
-  give_back(out, nout);
+  give_back(cls, out, nout);
   return got;
 }
 
@@ -167,7 +163,7 @@ bool depot_step(bool all) noexcept {
       d.used = false;
       if (d.count != 0) holds = true;
     }
-    give_back(out, n);
+    give_back(cls, out, n);
   }
   return holds;
 }

@@ -385,7 +385,8 @@ void* HugeLayer::alloc_from(Extent* from, size_t size, bool zero, bool* moved) n
     adopt(t, s, in, from->usable);
     // The pages brought their old mapping's flags: advised like the space
     // they are in now, or they would split its mapping.
-    if (chunks_.advised_now(t->space) && !chunks_.advised_now(from->space)) (void)chunks_.os().advise_huge(ptr(t->base), len);
+    if (chunks_.advised_now(t->space) && !chunks_.advised_now(from->space))
+      (void)chunks_.os().advise_huge(ptr(t->base), len);
     chunks_.refill(from);
     s->moved_in = len;
     *moved = true;

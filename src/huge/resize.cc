@@ -130,7 +130,8 @@ bool HugeLayer::restore_target(Extent* t, size_t len) noexcept {
   os::MapStatus st = chunks_.os().reserve_at(ptr(t->base), len);
   if (st == os::MapStatus::kOccupied) return true;  // refused before it touched the target
   if (st == os::MapStatus::kFailed) return false;
-  if (chunks_.advised_now(t->space)) (void)chunks_.os().advise_huge(ptr(t->base), len);  // a fresh mapping carries no advice
+  // A fresh mapping carries no advice.
+  if (chunks_.advised_now(t->space)) (void)chunks_.os().advise_huge(ptr(t->base), len);
   return !strict() || chunks_.os().commit(ptr(t->base), len);
 }
 
@@ -192,7 +193,8 @@ void* HugeLayer::move(Extent* e, Span* s, size_t usable, size_t align, bool zero
     if (old_zero_from > s->zero_from) s->zero_from = old_zero_from;
     // The moved pages brought their mapping's flags along: moved from plain
     // into huge-page space they split its mapping until advised like it.
-    if (chunks_.advised_now(t->space) && !chunks_.advised_now(e->space)) (void)chunks_.os().advise_huge(ptr(t->base), moved);
+    if (chunks_.advised_now(t->space) && !chunks_.advised_now(e->space))
+      (void)chunks_.os().advise_huge(ptr(t->base), moved);
     chunks_.mark_remapped(t);
     chunks_.refill(e);
   } else {

@@ -210,17 +210,20 @@ Lent SlabArena::alloc(size_t pages) noexcept {
     stats_.lends++;
     if (!r->busy && r->high * kPage > opts_.busy_prefix) r->busy = true;
     if (opts_.thp && held_ >= opts_.advise_after && r->busy && !r->advised) {
-      // Large enough now: this region, and (the first time, a walk of a
-      // few regions) the busy ones left unadvised while the arena was small.
-      for (Region* q = advised_any_ ? r : regions_; q != nullptr && nadvise < kAdviseAtOnce;
-           q = advised_any_ ? nullptr : q->next) {
-        if (q->busy && !q->advised) {
-          q->advised = true;
-          stats_.advised++;
-          advise[nadvise++] = q->base;
-        }
+      auto advise_region = [&](Region* q) {
+        q->advised = true;
+        stats_.advised++;
+        advise[nadvise++] = q->base;
+      };
+      if (advised_any_) {
+        advise_region(r);
+      } else {
+        // Large enough now, the first time: every busy region left
+        // unadvised while the arena was small (a few), this one among them.
+        for (Region* q = regions_; q != nullptr && nadvise < kAdviseAtOnce; q = q->next)
+          if (q->busy && !q->advised) advise_region(q);
+        advised_any_ = true;
       }
-      advised_any_ = true;
     }
     if (r->busy && prefault_ != nullptr && prefault_->enabled()) {
       size_t target = r->high + opts_.prefault_ahead / kPage;

@@ -122,7 +122,6 @@ struct ThreadCache {
   // Parked (core/cache.cc): its thread exited and left its blocks in it for
   // the next thread; still on the live list. park_next links the parked.
   ThreadCache* park_next = nullptr;
-  bool parked = false;
   bool park_seen = false;  // a background step has seen it parked
   void* slots[kCacheSlots];
 
