@@ -38,6 +38,7 @@ libductile_core_la_SOURCES = \
 	src/huge/resize.cc \
 	src/small/size_classes.h \
 	src/small/bin.h \
+	src/small/seal.h \
 	src/small/bin.cc \
 	src/small/prefaulter.h \
 	src/small/prefaulter.cc \

@@ -130,6 +130,7 @@ test_integration_fork_stdio_plain_LDADD = $(GTEST_LIBS)
 # Real programs under LD_PRELOAD of the built library.
 TESTS += test/integration/preload_test.sh
 EXTRA_DIST += test/integration/preload_test.sh
+EXTRA_DIST += test/support/sizes.h
 
 # Under an address-space limit (ulimit -v): real programs, a realloc-growth
 # loop to the limit and threads that allocate until refused.
@@ -436,6 +437,8 @@ check_PROGRAMS += test/unit/hardening_test
 TESTS += test/unit/hardening_test
 test_unit_hardening_test_SOURCES = \
 	test/unit/core/hardening_test.cc \
+	test/unit/core/seal_test.cc \
+	test/unit/core/hardened_helpers.h \
 	test/unit/core/stress_test.cc \
 	test/support/maps.h \
 	test/support/patterns.h

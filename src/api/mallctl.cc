@@ -83,6 +83,7 @@ constexpr Node kOpt[] = {
     LEAF("huge_threshold", ctl_opt_huge_threshold), // size_t
     LEAF("tcache", ctl_opt_tcache),                 // bool
     LEAF("hardened", ctl_opt_hardened),             // bool
+    LEAF("freed_fill", ctl_opt_freed_fill),         // size_t
     LEAF("stats_print", ctl_opt_stats_print),       // bool
     LEAF("prefault", ctl_opt_prefault),             // bool
     LEAF("bin_sets", ctl_opt_bin_sets),             // size_t (0: one per CPU)

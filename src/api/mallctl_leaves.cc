@@ -372,6 +372,7 @@ int ctl_opt_hardened(Req& r, const size_t*, size_t) { return read_only(r, core::
 int ctl_opt_stats_print(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.stats_print); }
 int ctl_opt_prefault(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.prefault); }
 int ctl_opt_bin_sets(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.bin_sets); }
+int ctl_opt_freed_fill(Req& r, const size_t*, size_t) { return read_only(r, core::rt().opts.freed_fill); }
 int ctl_opt_narenas(Req& r, const size_t*, size_t) { return read_only(r, 1u); }
 int ctl_opt_background_thread(Req& r, const size_t*, size_t) {
   return read_only(r, core::rt().opts.background_thread);

@@ -163,6 +163,7 @@ int ctl_opt_hardened(Req& r, const size_t* mib, size_t miblen);
 int ctl_opt_stats_print(Req& r, const size_t* mib, size_t miblen);
 int ctl_opt_prefault(Req& r, const size_t* mib, size_t miblen);
 int ctl_opt_bin_sets(Req& r, const size_t* mib, size_t miblen);
+int ctl_opt_freed_fill(Req& r, const size_t* mib, size_t miblen);
 int ctl_opt_narenas(Req& r, const size_t* mib, size_t miblen);
 int ctl_opt_background_thread(Req& r, const size_t* mib, size_t miblen);
 int ctl_background_thread(Req& r, const size_t* mib, size_t miblen);

@@ -9,6 +9,7 @@
 #include "core/depot.h"
 #include "core/fallback_heap.h"
 #include "core/startup.h"
+#include "small/seal.h"
 
 namespace ductile::core {
 
@@ -32,7 +33,7 @@ void* medium_from_chunks(size_t cls, size_t align, bool zero, bool tagged, chunk
   e->lg_align = g_hardened ? lg_align_of(align) : 0;
   if (tagged) rt().chunks.tag_first_page(e, small::free_tag(cls));
   if (zero && !a.zeroed) std::memset(ptr(e->base), 0, size);
-  else if (kHardened && !a.zeroed) small::mark_word(ptr(e->base)) = 0;  // a freed mark left there
+  else if (g_hardened && !a.zeroed) small::mark_word(ptr(e->base)) = 0;  // a freed mark left there
   return ptr(e->base);
 }
 
@@ -70,7 +71,7 @@ void* alloc_class(size_t cls, bool zero, bool cached) {
     }
     if (b.count != 0) {
       if (kStats || kProf) tc->allocated += small::class_size(cls);
-      void* p = small::is_small_class(cls) ? cache_slot_out<false>(b) : cache_slot_out<true>(b);
+      void* p = small::is_small_class(cls) ? cache_slot_out<false>(b, cls) : cache_slot_out<true>(b, cls);
       if (zero) std::memset(p, 0, small::class_size(cls));
       return p;
     }
@@ -81,7 +82,7 @@ void* alloc_class(size_t cls, bool zero, bool cached) {
     if (rt().bins[own ? own->bin_set : 0][cls].fill(&p, 1) == 0) return nullptr;
     start_helper_if_asked();
     count_bytes(small::class_size(cls), 0);
-    if (kHardened) small::take_marked(p);
+    if (g_hardened) small::take_marked(p, small::class_size(cls));
     if (zero) std::memset(p, 0, small::class_size(cls));
     return p;
   }
@@ -151,13 +152,11 @@ void* alloc_impl(size_t size, size_t align, bool zero, bool cached, bool growing
   }
   const InCall in_call;
   void* p;
-  const Placement at = place(size, align);
+  const Placement at = place_request(size, align);
+  bool slab = false;  // a slab object: its seal word is checked (small/seal.h)
   if (kProf && DUCTILE_UNLIKELY(sample_due(at.usable)) &&
       (p = alloc_sampled(size, align, zero, growing, at)) != nullptr) {
-    wake_background_if_rung();
-    return p;
-  }
-  if (at.kind == Placement::kHuge) {
+  } else if (at.kind == Placement::kHuge) {
     p = rt().huge.alloc(size, align, zero, growing);
     if (p) count_bytes(at.usable, 0);
     note_alignment(p, align);
@@ -171,8 +170,10 @@ void* alloc_impl(size_t size, size_t align, bool zero, bool cached, bool growing
     if (p) count_bytes(at.usable, 0);
   } else {
     p = alloc_class(at.cls, zero, cached);
+    slab = small::is_small_class(at.cls) && !zero;  // (zeroed whole, its seal word too)
   }
   if (DUCTILE_UNLIKELY(p == nullptr)) errno = ENOMEM;
+  else if (g_hardened && at.kind != Placement::kHuge) small::seal(p, at.usable, size, small::seal_key(p), slab);
   wake_background_if_rung();
   return p;
 }
@@ -191,7 +192,8 @@ void* alloc_aligned(size_t size, size_t align, bool zero) noexcept {
 
 size_t usable_size_for(size_t size, size_t align) noexcept {
   if (!ensure_ready() || size > static_cast<size_t>(PTRDIFF_MAX) || !is_pow2(align)) return 0;
-  return place(size, align).usable;
+  const Placement at = place_request(size, align);
+  return g_hardened && at.kind != Placement::kHuge ? size : at.usable;  // a sealed block's request
 }
 
 void* alloc_aligned_uncached(size_t size, size_t align, bool zero) noexcept {

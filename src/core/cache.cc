@@ -115,7 +115,7 @@ void flush_objects(size_t cls, void** items, size_t n) {
 }
 
 void medium_to_chunks(Extent* e) noexcept {
-  if (kHardened) small::take_marked(ptr(e->base));
+  if (kHardened) small::take_marked(ptr(e->base), small::class_size(e->size_class));
   medium_take(e);
   rt().chunks.free(e);  // dirty, for the next user or for decay
 }
@@ -228,6 +228,23 @@ void medium_taken_slow(Extent* e, uint8_t was) noexcept {
   // again: its doorbell rings, so that the background thread watches the
   // caches again (it sleeps once every cached block is purged).
   if (was == kCachedPurged) rt().chunks.note_retained(e->size);
+}
+
+bool next_fill(ThreadCache* tc) noexcept {
+  const size_t rate = rt().opts.freed_fill;
+  const bool seeded = tc->fill_rng != 0;
+  uint32_t x = seeded ? tc->fill_rng : static_cast<uint32_t>(small::freed_mark(tc)) | 1;  // keyed, not 0
+  x ^= x << 13;  // xorshift32
+  x ^= x >> 17;
+  x ^= x << 5;
+  tc->fill_rng = x;
+  if (rate == 0) {
+    tc->fill_countdown = UINT32_MAX;
+    return false;
+  }
+  // 1 to 2 * rate - 1 frees apart: rate on average (every one at 1).
+  tc->fill_countdown = static_cast<uint32_t>(1 + x % (2 * rate - 1));
+  return seeded || rate == 1;
 }
 
 void decay_event(small::ThreadCache* tc) noexcept {

@@ -50,6 +50,16 @@ void unlink_cache(small::ThreadCache* tc);
 void thread_exit(void* arg) noexcept;
 // A thread's countdown of cached frees ran out: a decay step if one is due.
 void decay_event(small::ThreadCache* tc) noexcept;
+// kHardened: the thread's countdown to its next filled free ran out; sets
+// the next one (at random, Options::freed_fill frees apart on average).
+// Whether this free fills its block: not the first count's end, which only
+// seeds the intervals, nor any with freed_fill:0.
+bool next_fill(small::ThreadCache* tc) noexcept;
+// kHardened: whether the free that tc's thread makes now fills its block
+// (small::free_marked): a sample of the frees.
+DUCTILE_ALWAYS_INLINE bool fill_due(small::ThreadCache* tc) noexcept {
+  return DUCTILE_UNLIKELY(--tc->fill_countdown == 0) && next_fill(tc);
+}
 
 // Extent::cached for a medium block in a thread cache: kCachedFresh when a
 // cache takes it, then one step older at each collection step of the idle
@@ -86,9 +96,11 @@ DUCTILE_ALWAYS_INLINE void medium_take(chunk::Extent* e) noexcept {
 
 // Takes the newest block out of the thread cache's bin b (not empty), of a
 // medium class or a small one: a medium block leaves the cache (its
-// extent's `cached` mark goes); kHardened checks and clears the freed mark.
+// extent's `cached` mark goes); kHardened checks and clears the freed mark
+// (and a filled block's fill: cls is the bin's class), and returns the mark
+// in *mark where asked.
 template <bool medium>
-DUCTILE_ALWAYS_INLINE void* cache_slot_out(small::CacheBin& b) noexcept {
+DUCTILE_ALWAYS_INLINE void* cache_slot_out(small::CacheBin& b, size_t cls, uintptr_t* mark = nullptr) noexcept {
   const uint32_t i = --b.count;
   void* p;
   if (medium) {
@@ -98,7 +110,10 @@ DUCTILE_ALWAYS_INLINE void* cache_slot_out(small::CacheBin& b) noexcept {
   } else {
     p = b.items[i];
   }
-  if (kHardened) small::take_marked(p);
+  if (kHardened) {
+    const uintptr_t m = small::take_marked(p, small::class_size(cls));
+    if (mark != nullptr) *mark = m;
+  }
   return p;
 }
 

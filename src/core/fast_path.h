@@ -10,6 +10,7 @@
 #include "core/cache.h"
 #include "core/free.h"
 #include "core/state.h"
+#include "small/seal.h"
 
 namespace ductile::core {
 
@@ -29,23 +30,29 @@ DUCTILE_ALWAYS_INLINE void* cache_pop(small::ThreadCache* tc, small::CacheBin& b
     if (kProf && DUCTILE_UNLIKELY(now >= tc->prof_at)) return alloc_slow(size);
     tc->allocated = now;
   }
-  return cache_slot_out<medium>(b);
+  uintptr_t mark = 0;
+  void* p = cache_slot_out<medium>(b, cls, &mark);
+  if (kHardened) small::seal_fresh(p, small::class_size(cls), size, small::seal_key_of(mark));
+  return p;
 }
 
 // Every size below the huge threshold has a cache bin, and the threshold is
-// above small::kMaxSmall, so small sizes skip the threshold test.
+// above small::kMaxSmall, so small sizes skip the threshold test. Hardened
+// builds: the block has room for the request and its seal (`need`), which
+// cache_pop writes.
 DUCTILE_ALWAYS_INLINE void* alloc(size_t size) noexcept {
   small::ThreadCache* tc = t_cache;
-  if (DUCTILE_LIKELY(size <= small::kMaxTableSize)) {
-    const size_t cls = small::class_of_table(size);
+  const size_t need = kHardened ? small::sealed_size(size) : size;
+  if (DUCTILE_LIKELY(need <= small::kMaxTableSize)) {
+    const size_t cls = small::class_of_table(need);
     small::CacheBin& b = tc->bins[cls];
     if (DUCTILE_LIKELY(b.count != 0)) return cache_pop<false>(tc, b, cls, size);
-  } else if (size <= small::kMaxSmall) {
-    const size_t cls = small::class_of(size);
+  } else if (need <= small::kMaxSmall) {
+    const size_t cls = small::class_of(need);
     small::CacheBin& b = tc->bins[cls];
     if (DUCTILE_LIKELY(b.count != 0)) return cache_pop<false>(tc, b, cls, size);
-  } else if (size < __atomic_load_n(&g_huge_threshold, __ATOMIC_RELAXED)) {
-    const size_t cls = small::class_of(size);
+  } else if (need < __atomic_load_n(&g_huge_threshold, __ATOMIC_RELAXED)) {
+    const size_t cls = small::class_of(need);
     small::CacheBin& b = tc->bins[cls];
     if (DUCTILE_LIKELY(b.count != 0)) return cache_pop<true>(tc, b, cls, size);
   }
@@ -66,10 +73,16 @@ DUCTILE_ALWAYS_INLINE bool hardened_block_start(const void* p, uintptr_t entry, 
 }
 
 // Pushes p, of class cls, onto the thread cache's bin b, which has room; e:
-// a medium block's extent.
+// a medium block's extent. Hardened builds check the block's seal (a write
+// past its request: or a filled block freed again) and mark it freed.
 DUCTILE_ALWAYS_INLINE void cache_push_inline(small::ThreadCache* tc, small::CacheBin& b, void* p, size_t cls,
                                              chunk::Extent* e = nullptr) noexcept {
-  if (kHardened) small::free_marked(p);
+  if (kHardened) {
+    const size_t block = small::class_size(cls);
+    const uintptr_t mark = small::freed_mark(p);
+    if (DUCTILE_UNLIKELY(small::sealed_request(p, block, small::seal_key_of(mark)) == SIZE_MAX)) seal_broken(p);
+    small::free_marked(p, mark, fill_due(tc), block);
+  }
   if (kStats) tc->deallocated += small::class_size(cls);
   cache_slot_in(b, p, cls, e);
   if (DUCTILE_UNLIKELY(--tc->decay_countdown == 0)) decay_event(tc);
@@ -82,8 +95,8 @@ DUCTILE_ALWAYS_INLINE void cache_push_inline(small::ThreadCache* tc, small::Cach
 // valid free stays here as well, check that it does not carry its freed
 // mark already (a second free) and store it (small::free_marked).
 // `sized` (hardened builds): the caller was told the block's size, at most
-// small::kMaxTableSize, and no alignment; the block's class must be that
-// size's.
+// small::kMaxTableSize with its seal, and no alignment; the block's class
+// must be that size's.
 template <bool sized = false>
 DUCTILE_ALWAYS_INLINE void dealloc_as(void* p, size_t size = 0) noexcept {
   small::ThreadCache* tc = t_cache;
@@ -94,7 +107,8 @@ DUCTILE_ALWAYS_INLINE void dealloc_as(void* p, size_t size = 0) noexcept {
   // others), a medium block only by its start: page aligned on its (tagged)
   // first page.
   if (kHardened) {
-    if (DUCTILE_LIKELY(hardened_block_start(p, entry, cls) && (!sized || small::class_of_table(size) == cls))) {
+    if (DUCTILE_LIKELY(hardened_block_start(p, entry, cls) &&
+                       (!sized || small::class_of_table(small::sealed_size(size)) == cls))) {
       small::CacheBin& b = tc->bins[cls];
       // (A medium block cached already: see below.)
       if (small::is_small_class(cls)) {
@@ -126,7 +140,7 @@ DUCTILE_ALWAYS_INLINE void dealloc(void* p) noexcept { dealloc_as(p); }
 // hardened:true checks out of line (check_size).
 DUCTILE_ALWAYS_INLINE void dealloc_sized(void* p, size_t size, size_t align = 0) noexcept {
   if (kHardened) {
-    if (align == 0 && size <= small::kMaxTableSize) return dealloc_as<true>(p, size);
+    if (align == 0 && small::sealed_size(size) <= small::kMaxTableSize) return dealloc_as<true>(p, size);
     return dealloc_sized_slow(p, size, align);
   }
   check_size(p, size, align);

@@ -2,10 +2,13 @@
 // Free past the inline path (core/free.h).
 #include "core/free.h"
 
+#include <cstring>
+
 #include "core/alloc.h"
 #include "core/cache.h"
 #include "core/fallback_heap.h"
 #include "core/place.h"
+#include "small/seal.h"
 
 namespace ductile::core {
 
@@ -53,9 +56,16 @@ void cache_push(void* p, Extent* e, bool cached) {
   // twice (its extent is at hand).
   if (!small::is_small_class(cls) && __atomic_load_n(&e->cached, __ATOMIC_RELAXED) != 0)
     fatal_pointer("free(): double free detected", p);
-  // Into a cache or straight into a bin, it is freed (small::take_marked).
-  if (kHardened) small::free_marked(p);
   ThreadCache* tc = cached ? cache_for_free() : nullptr;
+  // Into a cache or straight into a bin, it is freed (small::take_marked),
+  // and maybe filled: a sample of a thread cache's frees, or (hardened:true
+  // alone, no caches) every small one (a medium block goes straight back to
+  // the chunk layer, which hands it out unchecked).
+  if (g_hardened) {
+    const bool fill =
+        tc != nullptr ? fill_due(tc) : !kHardened && small::is_small_class(cls) && rt().opts.freed_fill != 0;
+    small::free_marked(p, small::freed_mark(p), fill, small::class_size(cls));
+  }
   if (tc == nullptr) {
     count_bytes(0, small::class_size(cls));
     if (small::is_small_class(cls)) {
@@ -140,17 +150,21 @@ size_t usable_of(const Extent* e) noexcept {
 namespace {
 
 // Hardened mode: p, inside active extent e, must be a block's start and
-// not freed already: its freed mark (--enable-hardened; the inline free
-// checks it too, small::free_marked), or its slab's bitmap once it left the
-// cache (Bin::flush).
+// not freed already: its freed mark (the inline free of --enable-hardened
+// checks it too, small::free_marked), or a medium block's cached mark. Then
+// its seal must hold (small/seal.h; a medium block's is read once it is
+// known not to be in a cache, whose collector may have purged it).
 void check_block(void* p, const Extent* e) noexcept {
   if (e->kind == ExtentKind::kSlab) {
     if ((addr(p) - e->base) % small::class_size(e->size_class) != 0) fatal_pointer("free(): invalid pointer", p);
   } else if (addr(p) != e->base) {
     fatal_pointer("free(): invalid pointer", p);
   }
-  if (kHardened && e->kind != ExtentKind::kHuge && small::is_marked(p))
+  if (e->kind == ExtentKind::kHuge) return;
+  if (small::is_freed(p) ||
+      (e->kind == ExtentKind::kMedium && __atomic_load_n(&e->cached, __ATOMIC_RELAXED) != 0))
     fatal_pointer("free(): double free detected", p);
+  (void)checked_request(p, usable_of(e), "free(): buffer overflow detected");
 }
 
 }  // namespace
@@ -158,10 +172,9 @@ void check_block(void* p, const Extent* e) noexcept {
 void check_realloc_of(void* p, const Extent* e) noexcept {
   bool freed = false;
   if (e->kind == ExtentKind::kMedium) freed = __atomic_load_n(&e->cached, __ATOMIC_RELAXED) != 0;
-  // (--enable-hardened: every freed small block carries its mark, so the
-  // slab's bitmap, under its bin's lock, is read only without the mark.)
+  // (Hardened mode: every freed small block carries its mark.)
   else if (e->kind == ExtentKind::kSlab && g_hardened)
-    freed = kHardened ? small::is_marked(p) : static_cast<small::Slab*>(e->owner)->bin->holds_free(p);
+    freed = small::is_freed(p);
   if (DUCTILE_UNLIKELY(freed)) fatal_pointer("realloc(): block freed already", p);
 }
 
@@ -196,11 +209,13 @@ void check_sized_free(void* p, size_t size, size_t align) noexcept {
     const Extent* e = owner_of(p);
     if (e != nullptr && (addr(p) & 7) == 0) {
       check_block(p, e);
+      // (A sealed block's size: its request's, with the seal.)
       const size_t usable = usable_of(e);
-      const Placement at = place(size, align);
+      const Placement at = e->kind == ExtentKind::kHuge ? place(size, align) : place_request(size, align);
+      const size_t need = e->kind == ExtentKind::kHuge ? size : small::sealed_size(size);
       const bool fits = e->kind == ExtentKind::kSlab
                             ? at.kind == Placement::kClass && at.cls == e->size_class
-                            : at.usable == usable || (size <= usable && size > usable / 2 - kPage);
+                            : at.usable == usable || (need <= usable && need > usable / 2 - kPage);
       if (!fits) fatal_pointer("free_sized(): wrong size for block", p);
       // A medium or huge block: the alignment it was allocated with, and
       // one its address has.
@@ -217,7 +232,26 @@ size_t usable_size(const void* p) noexcept {
   if (g_fork_heap)
     if (size_t s = fork_heap_size(p)) return s;
   Extent* e = owner_of(p);
-  return e ? usable_of(e) : 0;
+  if (e == nullptr) return 0;
+  if (g_hardened && e->kind != ExtentKind::kHuge)
+    return checked_request(p, usable_of(e), "malloc_usable_size(): buffer overflow detected");
+  return usable_of(e);
+}
+
+void seal_broken(const void* p) noexcept {
+  if (small::is_freed(const_cast<void*>(p))) small::freed_twice(p);
+  fatal_pointer("free(): buffer overflow detected", p);
+}
+
+size_t checked_request(const void* p, size_t block, const char* what) noexcept {
+  const size_t size = small::sealed_request(p, block, small::seal_key(p));
+  if (DUCTILE_UNLIKELY(size == SIZE_MAX)) fatal_pointer(what, p);
+  return size;
+}
+
+void reseal(void* p, size_t block, size_t old, size_t size, bool zero) noexcept {
+  if (zero && size > old) std::memset(static_cast<char*>(p) + old, 0, size - old);
+  small::seal(p, block, size, small::seal_key(p));
 }
 
 void dealloc_uncached(void* p) noexcept { dealloc_impl(p, false); }

@@ -26,8 +26,21 @@ void dealloc_uncached(void* p) noexcept;
 chunk::Extent* owner_of(const void* p) noexcept;
 // The usable size of the block whose extent is e.
 size_t usable_of(const chunk::Extent* e) noexcept;
-// The usable size of a block of ours; 0 for anything else.
+// The usable size of a block of ours; 0 for anything else. Hardened mode:
+// a sealed block's request (checked_request).
 size_t usable_size(const void* p) noexcept;
+// Hardened mode: the request's size that the sealed block p (a slab object
+// or medium block of `block` bytes: small/seal.h) holds; a broken seal ends
+// the program with the message `what`.
+size_t checked_request(const void* p, size_t block, const char* what) noexcept;
+// Hardened builds: the seal of a block freed on the inline path is broken:
+// "free(): double free detected" where the block carries its freed mark (a
+// filled block freed again), else "free(): buffer overflow detected".
+[[noreturn]] void seal_broken(const void* p) noexcept;
+// Hardened mode: the sealed block p, which held `old` bytes asked for, now
+// holds `size` (realloc and xallocx in place); `zero`: the bytes between
+// the two are zeroed, as a grown block's new bytes are.
+void reseal(void* p, size_t block, size_t old, size_t size, bool zero) noexcept;
 
 // A pointer that is no block of ours (realloc: `by_realloc`): reports it and
 // ends the program.

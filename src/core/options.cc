@@ -90,6 +90,7 @@ bool set_threshold(Options& o, const char* v, size_t n) {
 }
 bool set_tcache(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.tcache); }
 bool set_hardened(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.hardened); }
+bool set_freed_fill(Options& o, const char* v, size_t n) { return parse_at_most(v, n, UINT32_MAX, &o.freed_fill); }
 bool set_stats_print(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.stats_print); }
 bool set_prefault(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.prefault); }
 bool set_background_thread(Options& o, const char* v, size_t n) { return parse_bool(v, n, &o.background_thread); }
@@ -149,6 +150,7 @@ constexpr Entry kTable[] = {
     {"huge_threshold", set_threshold, OptionKind::kNumber, "16385 to 4194304 bytes (k, m, g suffixes)"},
     {"tcache", set_tcache, OptionKind::kBool, kBoolWords},
     {"hardened", set_hardened, OptionKind::kBool, kBoolWords},
+    {"freed_fill", set_freed_fill, OptionKind::kNumber, "0 (none) to 4294967295"},
     {"stats_print", set_stats_print, OptionKind::kBool, kBoolWords},
     {"stats_print_opts", set_stats_print_opts, OptionKind::kText, "up to 31 of the letters Jgmdablxeh"},
     {"prefault", set_prefault, OptionKind::kBool, kBoolWords},
@@ -269,6 +271,7 @@ bool option_to_string(const Options& o, const char* name, char* buf, size_t n) n
     copy(o.thp == huge::ThpPolicy::kAuto ? "auto" : o.thp == huge::ThpPolicy::kAlways ? "always" : "never");
   else if (!std::strcmp(name, "tcache")) copy(o.tcache ? "true" : "false");
   else if (!std::strcmp(name, "hardened")) copy(o.hardened ? "true" : "false");
+  else if (!std::strcmp(name, "freed_fill")) (void)format_u64(o.freed_fill, buf, n);
   else if (!std::strcmp(name, "stats_print")) copy(o.stats_print ? "true" : "false");
   else if (!std::strcmp(name, "prefault")) copy(o.prefault ? "true" : "false");
   else if (!std::strcmp(name, "bin_sets")) (void)format_u64(o.bin_sets, buf, n);

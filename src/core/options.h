@@ -30,6 +30,7 @@ struct Options {
   size_t bin_sets = 1;                 // sets of bins (Runtime::bins), at most 8; 0: one per CPU
   bool background_thread = true;       // finish decay for a quiet program (core::BackgroundThread)
   bool hardened = kHardened;           // validate every free (--enable-hardened: always)
+  size_t freed_fill = 64;              // --enable-hardened: one freed block in N filled and checked (0: none)
   // Sampled heap profiling (core/prof.h), jemalloc's options.
   bool prof = false;                   // built up at start-up, or never
   bool prof_active = true;             // sampling from the start (prof.active switches it)

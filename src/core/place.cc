@@ -3,6 +3,7 @@
 #include "core/place.h"
 
 #include "core/state.h"
+#include "small/seal.h"
 
 namespace ductile::core {
 
@@ -38,6 +39,13 @@ Placement place(size_t size, size_t align) {
   }
   size_t cls = class_for(size, align);
   return {Placement::kClass, cls, small::class_size(cls)};
+}
+
+Placement place_request(size_t size, size_t align) {
+  if (!g_hardened) return place(size, align);
+  Placement at = place(small::sealed_size(size), align);
+  if (at.kind == Placement::kHuge) at.usable = huge::HugeLayer::size_for(size);
+  return at;
 }
 
 }  // namespace ductile::core

@@ -28,5 +28,10 @@ struct Placement {
   size_t usable;
 };
 Placement place(size_t size, size_t align);
+// Where a request of `size` bytes goes, with hardened mode's seal
+// (small/seal.h): place(sealed_size(size)), but a huge block -- which has no
+// seal: its guard page finds a write past its end -- gets `size` alone.
+// `usable` is the block's size, not the request's that hardened mode reports.
+Placement place_request(size_t size, size_t align);
 
 }  // namespace ductile::core

@@ -11,6 +11,7 @@
 #include "core/free.h"
 #include "core/growth.h"
 #include "core/place.h"
+#include "small/seal.h"
 
 namespace ductile::core {
 
@@ -28,11 +29,10 @@ static_assert(static_cast<size_t>(Way::kHeadroom) == static_cast<size_t>(huge::G
 
 }  // namespace
 
-size_t resize_in_place(void* p, size_t size, bool zero) noexcept {
-  if (g_fork_heap) return usable_size(p);
-  const InCall in_call;
-  Extent* e = owner_of(p);
-  if (e == nullptr) return 0;
+namespace {
+
+// resize_in_place of the block of extent e, by block sizes.
+size_t resize_block(Extent* e, size_t size, bool zero) noexcept {
   size_t old = usable_of(e);
   if (e->kind == ExtentKind::kHuge && size >= huge_threshold()) {
     huge::GrowthPath path = huge::GrowthPath::kHeadroom;
@@ -65,6 +65,24 @@ size_t resize_in_place(void* p, size_t size, bool zero) noexcept {
     return want;
   }
   return old;  // small blocks, and moves between ranges, cannot be done in place
+}
+
+}  // namespace
+
+size_t resize_in_place(void* p, size_t size, bool zero) noexcept {
+  if (g_fork_heap) return usable_size(p);
+  const InCall in_call;
+  Extent* e = owner_of(p);
+  if (e == nullptr) return 0;
+  if (!g_hardened || e->kind == ExtentKind::kHuge) return resize_block(e, size, zero);
+  // A sealed block: room for `size` and the seal, else its request stays;
+  // as it does where it still fits and `size` is smaller (as a small
+  // block's usable size stays without the seal).
+  const size_t old = checked_request(p, usable_of(e), "xallocx(): buffer overflow detected");
+  const size_t block = resize_block(e, small::sealed_size(size), zero);
+  if (size > block - small::kSealSize || (size < old && old <= block - small::kSealSize)) return old;
+  reseal(p, block, old, size, zero);
+  return size;
 }
 
 namespace {
@@ -130,16 +148,20 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
     const uintptr_t entry = rt().chunks.lookup_entry(p);
     const size_t cls = small::tag_class(chunk::PageMap::entry_tag(entry));
     if (cls < small::kNumSmall) {
-      // (--enable-hardened: the freed mark tells, without the extent.)
-      if (DUCTILE_UNLIKELY(g_hardened)) {
-        if (kHardened && DUCTILE_UNLIKELY(small::is_marked(p))) fatal_pointer("realloc(): block freed already", p);
-        if (!kHardened) check_realloc_of(p, chunk::PageMap::entry_extent(entry));
+      // (Hardened mode: the freed mark tells, without the extent.)
+      if (DUCTILE_UNLIKELY(g_hardened) && DUCTILE_UNLIKELY(small::is_freed(p)))
+        fatal_pointer("realloc(): block freed already", p);
+      const size_t block = small::class_size(cls);
+      // Hardened mode: the request's size, and room for a new one's seal.
+      const size_t old = g_hardened ? checked_request(p, block, "realloc(): buffer overflow detected") : block;
+      const size_t need = g_hardened ? small::sealed_size(size) : size;
+      if (need <= block && small::class_of(need) == cls) {
+        if (g_hardened) reseal(p, block, old, size, false);
+        return p;
       }
-      const size_t old = small::class_size(cls);
-      if (size <= old && small::class_of(size) == cls) return p;
       // Past the small classes the new block is a growing one (alloc_impl's
       // `growing`), as from a medium block.
-      void* q = size > small::kMaxSmall ? alloc_impl(size, 0, false, true, true) : alloc(size);
+      void* q = need > small::kMaxSmall ? alloc_impl(size, 0, false, true, true) : alloc(size);
       if (q == nullptr) return nullptr;  // errno is set; the old block is intact
       std::memcpy(q, p, old < size ? old : size);
       dealloc(p);
@@ -148,6 +170,8 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
     }
   }
   size_t old;
+  size_t block = 0;    // a sealed block's size
+  size_t need = size;  // the new block's size, with a seal
   Extent* e = nullptr;
   bool to_huge = false;  // grows_huge, for realloc
   if (is_bootstrap(p)) {
@@ -158,6 +182,13 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
     if (DUCTILE_UNLIKELY(e == nullptr)) bad_free(p, true);
     check_realloc_of(p, e);
     old = usable_of(e);
+    // A sealed block (hardened mode): `old` is its request's size, `block`
+    // its own, `need` the new request's with its seal.
+    if (g_hardened && e->kind != ExtentKind::kHuge) {
+      block = old;
+      old = checked_request(p, block, "realloc(): buffer overflow detected");
+      need = small::sealed_size(size);
+    }
     to_huge = !exact && align <= kPage && grows_huge(e, old, size);
     // Past half the threshold a huge block stays huge as realloc grows it
     // (grows_huge makes such blocks).
@@ -179,26 +210,28 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
       return q;
     }
     bool aligned = align <= small::kMinAlign || is_aligned(addr(p), align);
+    const size_t room = block != 0 ? block : old;  // the block's own size
+    bool stays = false;
     if (exact) {
       // Stay only as what a new block would be: the same class, or a medium
       // block resized in place to it.
-      const Placement at = place(size, align);
-      if (aligned && at.kind != Placement::kHuge && at.cls == e->size_class && e->kind != ExtentKind::kHuge)
-        return p;
-      if (aligned && e->kind == ExtentKind::kMedium && at.kind != Placement::kHuge &&
-          !small::is_small_class(at.cls) && resize_in_place(p, at.usable, zero) == at.usable)
-        return p;
+      const Placement at = place_request(size, align);
+      stays = aligned && at.kind != Placement::kHuge &&
+              ((at.cls == e->size_class && e->kind != ExtentKind::kHuge) ||
+               (e->kind == ExtentKind::kMedium && !small::is_small_class(at.cls) &&
+                resize_block(e, at.usable, zero) == at.usable));
     } else {
-      // Same class, or a smaller one not worth moving for: stay.
-      if (aligned && size <= old &&
-          (e->kind == ExtentKind::kSlab ? small::class_of(size) == e->size_class
-                                        : size > old / 2 && e->kind != ExtentKind::kHuge))
-        return p;
-      // (Not a dense buffer on its way to the huge range: that one moves
-      // there now, and grows in place from then on.)
-      if (aligned && e->kind == ExtentKind::kMedium && size > small::kMaxSmall && size < huge_threshold() &&
-          !to_huge && resize_in_place(p, size, zero) >= size)
-        return p;
+      // Same class, or a smaller one not worth moving for: stay. (Not a
+      // dense buffer on its way to the huge range: that one moves there now,
+      // and grows in place from then on.)
+      stays = aligned && ((need <= room && (e->kind == ExtentKind::kSlab ? small::class_of(need) == e->size_class
+                                                                         : need > room / 2 && e->kind != ExtentKind::kHuge)) ||
+                          (e->kind == ExtentKind::kMedium && need > small::kMaxSmall && need < huge_threshold() &&
+                           !to_huge && resize_block(e, need, zero) >= need));
+    }
+    if (stays) {
+      if (block != 0) reseal(p, usable_of(e), old, size, zero);
+      return p;
     }
   }
   bool moved = false;  // e's pages are the new block's (huge: alloc_from)
@@ -210,7 +243,7 @@ void* reallocate_impl(void* p, size_t size, size_t align, bool zero, bool exact,
   if (q == nullptr) return nullptr;  // the old block is intact
   if (size > old) growth::note(moved ? Way::kMremap : Way::kCopy, size - old, moved ? 0 : old);
   if (moved) {
-    count_bytes(0, old);
+    count_bytes(0, block != 0 ? block : old);
     return q;
   }
   std::memcpy(q, p, old < size ? old : size);

@@ -7,6 +7,7 @@
 #include <new>
 
 #include "base/fork_gate.h"
+#include "small/seal.h"
 #include "small/thread_cache.h"
 
 namespace ductile::small {
@@ -27,6 +28,38 @@ void set_freed_key(uint64_t seed) noexcept {
 
 void freed_block_changed(const void* p) noexcept { fatal_pointer("double free or write after free detected", p); }
 void freed_twice(const void* p) noexcept { fatal_pointer("free(): double free detected", p); }
+
+void free_block_overrun(const void* p) noexcept { fatal_pointer("malloc(): buffer overflow into a free block detected", p); }
+
+namespace {
+
+// A never-used object leaves its bin: as if freed, and sealed.
+void mark_unused(void* p, size_t block) {
+  const uintptr_t mark = freed_mark(p);
+  mark_word(p) = mark;
+  seal_unused(p, block, seal_key_of(mark));
+}
+
+// The words from the mark's to the seal word's, at most kFreedFillMax bytes.
+size_t filled_words(size_t block) {
+  return (block - kSealSize < kFreedFillMax ? block - kSealSize : kFreedFillMax) / sizeof(uint64_t);
+}
+
+}  // namespace
+
+void fill_freed(void* p, size_t block) noexcept {
+  auto* w = static_cast<uint64_t*>(p);
+  const size_t n = filled_words(block);
+  for (size_t i = 1; i < n; i++) w[i] = kFreedFill;
+}
+
+void take_filled(void* p, size_t block) noexcept {
+  const auto* w = static_cast<const uint64_t*>(p);
+  const size_t n = filled_words(block);
+  uint64_t changed = 0;
+  for (size_t i = 1; i < n; i++) changed |= w[i] ^ kFreedFill;
+  if (changed != 0) freed_block_changed(p);
+}
 
 namespace {
 Mutex g_pool_lock;
@@ -139,6 +172,11 @@ Lent Bin::take_empty(Slab* s) noexcept {
   free_objects_ -= s->nfree;
   slabs_--;
   slab_returns_++;
+  if (hardened_) {  // kept its freed objects (settle): the pool's headers are fresh
+    std::memset(s->bits(), 0, (s->bump + 63) / 64 * sizeof(uint64_t));
+    s->first_word = 0;
+    s->bump = 0;
+  }
   SlabPool::put(s, words_);
   return out;
 }
@@ -212,11 +250,11 @@ size_t Bin::fill(void** out, size_t n) noexcept {
         out[got++] = ptr(s->base + static_cast<size_t>(s->bump) * size_);
         s->bump++;
       }
-      if (kHardened && got > bumped) {
+      if (hardened_ && got > bumped) {
         if (runs < sizeof fresh / sizeof fresh[0]) {
           fresh[runs++] = {bumped, got};
         } else {
-          for (size_t i = bumped; i < got; i++) mark_freed(out[i]);  // a long fill of many slabs
+          for (size_t i = bumped; i < got; i++) mark_unused(out[i], size_);  // a long fill of many slabs
         }
       }
       s->nfree -= static_cast<uint32_t>(got - before);
@@ -226,7 +264,7 @@ size_t Bin::fill(void** out, size_t n) noexcept {
   }
   // Ours alone now: taken from the bin, handed to no one yet.
   for (size_t r = 0; r < runs; r++)
-    for (size_t i = fresh[r].from; i < fresh[r].to; i++) mark_freed(out[i]);
+    for (size_t i = fresh[r].from; i < fresh[r].to; i++) mark_unused(out[i], size_);
   return got;
 }
 
@@ -324,15 +362,19 @@ void Bin::settle(Slab* s, uint32_t freed, Lent* expired, size_t& nexpired) noexc
   if (s->nfree == s->nobjs) {
     // Entirely free again: reset it to a fresh slab (objects handed out in
     // address order again) and keep it; the oldest surplus empty slab goes
-    // once it has stayed empty for the decay time.
+    // once it has stayed empty for the decay time. A hardened bin keeps its
+    // freed objects in the bitmap instead: each holds its freed mark, which
+    // the hand-out checks, and a fresh slab's would overwrite it.
     unlink(s);
-    if (words_) {
-      std::memset(s->bits(), 0, (s->bump + 63) / 64 * sizeof(uint64_t));
-      s->first_word = 0;
-    } else {
-      s->free_list = nullptr;
+    if (!hardened_) {
+      if (words_) {
+        std::memset(s->bits(), 0, (s->bump + 63) / 64 * sizeof(uint64_t));
+        s->first_word = 0;
+      } else {
+        s->free_list = nullptr;
+      }
+      s->bump = 0;
     }
-    s->bump = 0;
     s->empty_since = arena_->chunks().now_ns();
     link(s, kEmpty);
     Slab* oldest = empty_tail_;
@@ -370,16 +412,6 @@ Bin* Bin::owner_of(const chunk::ChunkLayer& chunks, const void* p) noexcept {
   chunk::Extent* e = chunks.lookup(p);
   DUCTILE_ASSERT(e != nullptr && e->kind == chunk::ExtentKind::kSlab);
   return static_cast<Slab*>(e->owner)->bin;
-}
-
-bool Bin::holds_free(const void* p) noexcept {
-  chunk::Extent* e = arena_->chunks().lookup(p);
-  if (!hardened_ || e == nullptr || e->kind != chunk::ExtentKind::kSlab) return false;
-  LockGuard g(lock_);
-  const Slab* s = static_cast<Slab*>(e->owner);
-  const size_t i = index_at(addr(p) - s->base);
-  if (i >= s->bump) return true;
-  return (const_cast<Slab*>(s)->bits()[i / 64] >> (i % 64) & 1) != 0;
 }
 
 void Bin::flush_to_owners(const chunk::ChunkLayer& chunks, void** objs, size_t n) noexcept {

@@ -28,6 +28,7 @@
 #include "base/lock.h"
 #include "chunk/chunk.h"
 #include "small/region.h"
+#include "small/seal.h"
 #include "small/size_classes.h"
 
 namespace ductile::small {
@@ -57,23 +58,50 @@ DUCTILE_ALWAYS_INLINE uintptr_t freed_mark(const void* p) {
 }
 // Sets the keys from `seed` (start-up).
 void set_freed_key(uint64_t seed) noexcept;
+// A block's seal key (small/seal.h).
+DUCTILE_ALWAYS_INLINE uint64_t seal_key(const void* p) { return seal_key_of(freed_mark(p)); }
 // Where a block's mark lives: its first word.
 DUCTILE_ALWAYS_INLINE uintptr_t& mark_word(void* p) { return *static_cast<uintptr_t*>(p); }
-DUCTILE_ALWAYS_INLINE bool is_marked(void* p) { return mark_word(p) == freed_mark(p); }
 DUCTILE_ALWAYS_INLINE void mark_freed(void* p) { mark_word(p) = freed_mark(p); }
+// The fill: a sample of the freed blocks (Options::freed_fill) hold
+// kFreedFill in their bytes past the mark, up to kFreedFillMax of them and
+// short of the seal word (small/seal.h), and their mark with kFilledMark
+// flipped; the hand-out checks the bytes too, so a write after free past
+// the first word is found there.
+inline constexpr uintptr_t kFilledMark = 2;
+inline constexpr size_t kFreedFillMax = 1024;
+inline constexpr uint64_t kFreedFill = 0xdbdbdbdbdbdbdbdbull;
+// Whether the block carries its mark, filled or not.
+DUCTILE_ALWAYS_INLINE bool is_freed(void* p) { return (mark_word(p) | kFilledMark) == (freed_mark(p) | kFilledMark); }
 // The report of free_marked: "free(): double free detected".
 [[noreturn]] void freed_twice(const void* p) noexcept;
-// A free: the block must not carry its mark already; then it does.
-DUCTILE_ALWAYS_INLINE void free_marked(void* p) {
-  const uintptr_t mark = freed_mark(p);
-  if (DUCTILE_UNLIKELY(mark_word(p) == mark)) freed_twice(p);
+// Fills the block p's bytes past the mark, of the `block` it has, with kFreedFill.
+void fill_freed(void* p, size_t block) noexcept;
+// A free: the block must not carry its mark (`mark`, freed_mark(p))
+// already; then it does, and with `fill` (a block of `block` bytes) it is
+// filled.
+DUCTILE_ALWAYS_INLINE void free_marked(void* p, uintptr_t mark, bool fill, size_t block) {
+  if (DUCTILE_UNLIKELY((mark_word(p) | kFilledMark) == (mark | kFilledMark))) freed_twice(p);
+  if (DUCTILE_UNLIKELY(fill)) {
+    fill_freed(p, block);
+    mark ^= kFilledMark;
+  }
   mark_word(p) = mark;
 }
 // The report of take_marked: "double free or write after free detected".
 [[noreturn]] void freed_block_changed(const void* p) noexcept;
-DUCTILE_ALWAYS_INLINE void take_marked(void* p) {
-  if (DUCTILE_UNLIKELY(!is_marked(p))) freed_block_changed(p);
+// A filled block (of `block` bytes) handed out: its fill must be whole.
+void take_filled(void* p, size_t block) noexcept;
+// A hand-out of the block p (`block` bytes): its mark must be there, and a
+// filled block's fill whole; the mark goes. Returns the mark (for its seal).
+DUCTILE_ALWAYS_INLINE uintptr_t take_marked(void* p, size_t block) {
+  const uintptr_t mark = freed_mark(p);
+  if (DUCTILE_UNLIKELY(mark_word(p) != mark)) {
+    if (mark_word(p) != (mark ^ kFilledMark)) freed_block_changed(p);
+    take_filled(p, block);
+  }
   mark_word(p) = 0;
+  return mark;
 }
 
 struct Slab {
@@ -129,10 +157,6 @@ class Bin {
   // Returns n objects of one class, each to the bin that holds its slab.
   static void flush_to_owners(const chunk::ChunkLayer& chunks, void** objs, size_t n) noexcept;
   static Bin* owner_of(const chunk::ChunkLayer& chunks, const void* p) noexcept;
-  // Hardened bins (every class in bitmaps): whether p, an object's start in
-  // a slab of this bin, is free there (its bit set, or past the never-used
-  // mark). For reports: takes the bin's lock.
-  bool holds_free(const void* p) noexcept;
   // Releases empty slabs beyond kRetainEmpty now, aged or not.
   void release_surplus() noexcept { release_empty(kRetainEmpty); }
   // Releases every empty slab (trim).

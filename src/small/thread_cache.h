@@ -109,6 +109,10 @@ struct ThreadCache {
   uint32_t decay_countdown = kDecayEvent;
   static constexpr uint32_t kDecayEvent = 4096;  // the first look (small::Decay::kEvent)
   uint64_t prof_rng = 0;     // the sampling intervals' random state
+  // --enable-hardened: frees left before the next one that fills its block
+  // (core: fill_due), and the intervals' random state (0: not seeded).
+  uint32_t fill_countdown = 1;
+  uint32_t fill_rng = 0;
   ThreadCache* next = nullptr;  // live list, or the free pool
   ThreadCache* prev = nullptr;
   uint32_t bin_set = 0;  // which set of bins (Runtime::bins) this thread fills from
@@ -141,6 +145,8 @@ struct ThreadCache {
     allocated = deallocated = 0;
     decay_countdown = kDecayEvent;
     prof_at = UINT64_MAX;
+    fill_countdown = 1;
+    fill_rng = 0;
   }
 };
 

@@ -4,7 +4,8 @@
 # frees, bad pointers, writes after free, overflows, wrong sizes), each in a
 # process of its own (stdin from /dev/null, a timeout, no core file), under
 # ductile (the default build; the same with DUCTILE_CONF=hardened:true; an
-# --enable-hardened build), LLVM's Scudo, mimalloc built with MI_SECURE and
+# --enable-hardened build, as it is and with every freed block filled,
+# DUCTILE_CONF=freed_fill:1), LLVM's Scudo, mimalloc built with MI_SECURE and
 # glibc. Prints a Markdown table -- per cell where the program stopped and
 # the allocator's line, shortened -- then the raw outcomes.
 #
@@ -55,11 +56,13 @@ logdir=$(mktemp -d)
 trap 'rm -rf "$logdir"' EXIT
 
 # The columns: name, library (empty: glibc), environment, what is missing.
-names=(ductile "ductile hardened:true" "ductile --enable-hardened" Scudo "mimalloc MI_SECURE" glibc)
-libs=("$ductile_lib" "$ductile_lib" "$hardened_lib" "$scudo_lib" "$mimalloc_secure_lib" "")
-envs=("" "DUCTILE_CONF=hardened:true" "" "" "MIMALLOC_SHOW_ERRORS=1" "")
-given=(1 1 "${hardened_lib:+1}" "${scudo_lib:+1}" "${mimalloc_secure_lib:+1}" 1)
-unset_why=("" "" "HARDENED_LIB not set" "SCUDO_LIB not set, none found" "MIMALLOC_SECURE_LIB not set" "")
+names=(ductile "ductile hardened:true" "ductile --enable-hardened" "ductile --enable-hardened freed_fill:1" Scudo
+  "mimalloc MI_SECURE" glibc)
+libs=("$ductile_lib" "$ductile_lib" "$hardened_lib" "$hardened_lib" "$scudo_lib" "$mimalloc_secure_lib" "")
+envs=("" "DUCTILE_CONF=hardened:true" "" "DUCTILE_CONF=freed_fill:1" "" "MIMALLOC_SHOW_ERRORS=1" "")
+given=(1 1 "${hardened_lib:+1}" "${hardened_lib:+1}" "${scudo_lib:+1}" "${mimalloc_secure_lib:+1}" 1)
+unset_why=("" "" "HARDENED_LIB not set" "HARDENED_LIB not set" "SCUDO_LIB not set, none found"
+  "MIMALLOC_SECURE_LIB not set" "")
 usable=()
 for i in "${!names[@]}"; do
   if [ -z "${given[$i]}" ]; then

@@ -4,9 +4,8 @@
 # with DUCTILE_CONF=hardened:true: the ones hardened mode stops today must
 # still stop where they do -- at the faulting call, or at the next operation
 # on the block -- with the same line. The lists below are what the library
-# does today, one for a default build and one for an --enable-hardened build
-# (which also finds a write over a freed block's first word, when the block
-# is handed out). The cases it does not stop yet are listed as
+# does today, for a default build and for an --enable-hardened build. The
+# cases it does not stop yet are listed as
 # known gaps: they run, but their outcome fails nothing. Fixing one means
 # moving it from the gaps to the expectations; a case in neither list fails
 # the test, so that a new case is classified. The whole table, with the
@@ -27,12 +26,14 @@ changed='double free or write after free detected'
 wrong_size='free_sized(): wrong size for block'
 wrong_align='free_sized(): wrong alignment for block'
 freed_realloc='realloc(): block freed already'
+overflow='free(): buffer overflow detected'
 
-# expect CASE WHERE [LINE]: WHERE is at-once (stopped at the faulting call or
-# write, SIGABRT and "ductile: LINE 0x..."), next-op (the same, at a later
-# operation on the block) or guard-page (SIGSEGV at the write, no line).
+# expect CASE WHERE [LINE [CONF]]: WHERE is at-once (stopped at the faulting
+# call or write, SIGABRT and "ductile: LINE 0x..."), next-op (the same, at a
+# later operation on the block) or guard-page (SIGSEGV at the write, no
+# line). CONF: more of DUCTILE_CONF, after hardened:true.
 expected=()
-expect() { expected+=("$1|$2|${3:-}"); }
+expect() { expected+=("$1|$2|${3:-}|${4:-}"); }
 
 # Both builds.
 for c in free-stack free-global free-interior-small free-interior-medium free-interior-huge free-misaligned; do
@@ -53,31 +54,39 @@ expect free-sized-wrong at-once "$wrong_size"
 expect sdallocx-wrong-size at-once "$wrong_size"
 expect sdallocx-wrong-align at-once "$wrong_align"
 expect overflow-1-huge guard-page
-# Known gaps of both builds:
-#   uaf-offset-24         a write after free past the first word
-#   overflow-1-small overflow-16-small overflow-block-small
-#   overflow-1-medium overflow-4k-medium
-#                         overflows within the heap (no canary, no check
-#                         of a neighbour)
-#   underflow-small       a write before a block (a default build's
-#                         hardened:true faults at the write only where the
-#                         block is its slab's first, after unmapped memory)
-gaps="uaf-offset-24 overflow-1-small overflow-16-small overflow-block-small overflow-1-medium
-  overflow-4k-medium underflow-small"
+# A write past a small or medium block's request breaks its seal, found at
+# its free.
+for c in overflow-1-small overflow-16-small overflow-block-small overflow-1-medium overflow-4k-medium; do
+  expect "$c" at-once "$overflow"
+done
+# A write over a freed small block's first word (its freed mark), found when
+# the block is handed out.
+expect uaf-first-word next-op "$changed"
+gaps=
 
 if grep -q '^#define DUCTILE_HARDENED 1' "$builddir/config.h" 2>/dev/null; then
   build=--enable-hardened
-  # A write over a freed block's first word (its freed mark), found when
-  # the block is handed out.
-  for c in uaf-first-word uaf-first-word-medium; do
-    expect "$c" next-op "$changed"
-  done
+  # A medium block's mark too (it stays in a cache), and a write after free
+  # past the first word of a block whose free filled it: every one with
+  # freed_fill:1 (by default a sample, one free in 64).
+  expect uaf-first-word-medium next-op "$changed"
+  expect uaf-offset-24 next-op "$changed" freed_fill:1
+  # Known gaps of an --enable-hardened build:
+  #   underflow-small        the free neighbour it ran into is handed out
+  #                          by the thread cache's inline path, which does
+  #                          not check its seal word (hardened.md)
+  gaps="underflow-small"
 else
   build=default
+  # hardened:true alone fills every freed small block.
+  expect uaf-offset-24 next-op "$changed"
   # Known gaps of a default build's hardened:true:
-  #   uaf-first-word uaf-first-word-medium
-  #                         no freed mark without --enable-hardened
-  gaps="$gaps uaf-first-word uaf-first-word-medium"
+  #   uaf-first-word-medium  a freed medium block goes straight back to the
+  #                          chunk layer (no cache), where nothing checks it
+  #   underflow-small        the block is its slab's first (the neighbour a
+  #                          thread cache would hold is not there): faults
+  #                          at the write where unmapped memory is before it
+  gaps="uaf-first-word-medium underflow-small"
 fi
 
 all=$("$prog" --list | cut -f1)
@@ -100,10 +109,10 @@ report "every case is expected or a known gap ($build build)" $? "unlisted:$bad"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for e in "${expected[@]}"; do
-  IFS='|' read -r c where line <<<"$e"
+  IFS='|' read -r c where line conf <<<"$e"
   rc=$( {
     ulimit -c 0
-    LD_PRELOAD=$lib DUCTILE_CONF=hardened:true timeout -k 1 20 "$prog" "$c" >"$tmp/out" 2>"$tmp/err" </dev/null
+    LD_PRELOAD=$lib DUCTILE_CONF=hardened:true${conf:+,$conf} timeout -k 1 20 "$prog" "$c" >"$tmp/out" 2>"$tmp/err" </dev/null
     echo $?
   } 2>/dev/null)
   last=$(sed -n 's/^step //p' "$tmp/out" | tail -1)
@@ -119,7 +128,7 @@ for e in "${expected[@]}"; do
       [ "$rc" -eq 139 ] && [ "$last" = write ] && [ -z "$err" ] ;;
     *) false ;;
   esac
-  report "$c: stopped $where${line:+ with \"$line\"}" $? "status $rc, last step ${last:-none}, stderr: $(head -c 200 <<<"$err")"
+  report "$c${conf:+ ($conf)}: stopped $where${line:+ with \"$line\"}" $? "status $rc, last step ${last:-none}, stderr: $(head -c 200 <<<"$err")"
 done
 
 finish

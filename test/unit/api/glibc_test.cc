@@ -25,6 +25,7 @@
 #include "core/runtime.h"
 #include "core/stats.h"
 #include "ductile/ductile.h"
+#include "small/seal.h"
 #include "small/size_classes.h"
 #include "support/patterns.h"
 #include "unit/api/glibc_helpers.h"
@@ -357,7 +358,7 @@ TEST(Mallopt, MmapThresholdChangesWhichSizesAreHuge) {
   EXPECT_EQ(threshold(), align_up(small::kMaxSmall + 1, kPage));
   void* tiny_huge = opaque(malloc(small::kMaxSmall + kPage));
   EXPECT_EQ(kind_of(tiny_huge), chunk::ExtentKind::kHuge);
-  void* slab = opaque(malloc(small::kMaxSmall));
+  void* slab = opaque(malloc(small::kMaxSmall - (kHardened ? small::kSealSize : 0)));  // with a seal: small/seal.h
   EXPECT_EQ(kind_of(slab), chunk::ExtentKind::kSlab);
   EXPECT_EQ(mallopt(M_MMAP_THRESHOLD, -1), 1);
   EXPECT_EQ(threshold(), small::kMaxClassSize);
@@ -492,7 +493,10 @@ template <typename Release>
 void expect_released(void* p, size_t size, Release release) {
   ASSERT_NE(p, nullptr) << size;
   const bool huge = kind_of(p) == chunk::ExtentKind::kHuge;
-  const size_t usable = ductile_malloc_usable_size(p);
+  // The request that gets this class (a hardened build's: the block's size
+  // less its seal, small/seal.h).
+  const size_t usable = kHardened && !huge ? core::usable_of(core::owner_of(p)) - small::kSealSize
+                                           : ductile_malloc_usable_size(p);
   const uint64_t frees = huge_frees();
   const size_t hblks = mallinfo2().hblks;
   uint64_t deallocated = 0;

@@ -13,6 +13,7 @@
 
 #include "core/runtime.h"
 #include "ductile/ductile.h"
+#include "small/seal.h"
 #include "small/size_classes.h"
 #include "support/patterns.h"
 
@@ -38,14 +39,17 @@ TEST(Malloc, EverySizeClassRoundTrips) {
     for (size_t size : {lo, hi}) {
       void* p = ductile_malloc(size);
       ASSERT_NE(p, nullptr) << size;
-      EXPECT_EQ(ductile_malloc_usable_size(p), hi) << size;
-      EXPECT_TRUE(is_aligned(addr(p), natural_alignment(hi))) << size;
-      fill(p, hi, static_cast<unsigned>(size));
+      // A hardened build: the request is the usable size, and the block's
+      // class the one of the request with its seal (small/seal.h).
+      const size_t block = kHardened ? class_size(class_of(small::sealed_size(size))) : hi;
+      EXPECT_EQ(ductile_malloc_usable_size(p), kHardened ? size : hi) << size;
+      EXPECT_TRUE(is_aligned(addr(p), natural_alignment(block))) << size;
+      fill(p, ductile_malloc_usable_size(p), static_cast<unsigned>(size));
       live.push_back({p, size});
     }
   }
   for (auto [p, size] : live) {
-    EXPECT_TRUE(check(p, class_size(class_of(size)), static_cast<unsigned>(size))) << size;
+    EXPECT_TRUE(check(p, ductile_malloc_usable_size(p), static_cast<unsigned>(size))) << size;
     ductile_free(p);
   }
 }

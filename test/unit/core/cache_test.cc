@@ -23,6 +23,7 @@
 #include "small/size_classes.h"
 #include "support/maps.h"
 #include "support/patterns.h"
+#include "support/sizes.h"
 
 namespace ductile {
 namespace {
@@ -56,13 +57,14 @@ INSTANTIATE_TEST_SUITE_P(Sizes, Hysteresis, ::testing::Values(16, 4096, 65536, 1
 // one given back.
 TEST(ThreadCache, AFullMediumBinGivesBackItsOldestBlock) {
   constexpr size_t kSize = 64 * 1024;
+  const size_t ask = test::request_of_class(class_of(kSize));  // 64 KiB blocks
   ASSERT_EQ(small::cache_cap(class_of(kSize)), 2u);
   core::flush_thread_cache();
   core::depot_enable();  // as once a second thread has had a cache
   (void)core::depot_step(true);
-  void* a = ductile_malloc(kSize);
-  void* b = ductile_malloc(kSize);
-  void* c = ductile_malloc(kSize);
+  void* a = ductile_malloc(ask);
+  void* b = ductile_malloc(ask);
+  void* c = ductile_malloc(ask);
   ASSERT_TRUE(a && b && c);
   ductile_free(a);
   ductile_free(b);
@@ -71,18 +73,18 @@ TEST(ThreadCache, AFullMediumBinGivesBackItsOldestBlock) {
   EXPECT_EQ(core::depot_bytes(), kSize);
   EXPECT_NE(core::rt().chunks.lookup(b)->cached, 0u);
   EXPECT_NE(core::rt().chunks.lookup(c)->cached, 0u);
-  void* x = ductile_malloc(kSize);
-  void* y = ductile_malloc(kSize);
+  void* x = ductile_malloc(ask);
+  void* y = ductile_malloc(ask);
   EXPECT_EQ(x, c);
   EXPECT_EQ(y, b);
   EXPECT_EQ(core::rt().chunks.lookup(b)->cached, 0u);
   EXPECT_EQ(core::rt().chunks.lookup(c)->cached, 0u);
-  void* z = ductile_malloc(kSize);
+  void* z = ductile_malloc(ask);
   EXPECT_EQ(z, a);
   EXPECT_EQ(core::rt().chunks.lookup(a)->cached, 0u);
-  std::memset(x, 1, kSize);
-  std::memset(y, 2, kSize);
-  std::memset(z, 3, kSize);
+  std::memset(x, 1, ask);
+  std::memset(y, 2, ask);
+  std::memset(z, 3, ask);
   ductile_free(x);
   ductile_free(y);
   ductile_free(z);
@@ -204,7 +206,7 @@ TEST(Threads, ExitLeavesItsMemoryToDecay) {
   const os::Counters& os = core::rt().os.counters();
   const uint64_t purged_before = os.purged_bytes.load();
   const uint64_t ranges_before = os.purged_ranges.load();
-  const size_t cls = class_of(256);
+  const size_t cls = test::class_of_request(256);
   const size_t empty_before = core::rt().class_stats(cls).empty_slabs;
   constexpr size_t kMedium = 24 * 1024;
   void* m[2] = {};
@@ -289,7 +291,7 @@ TEST(Threads, AtMostTwoCachesAreParkedAndStepsOrTrimRetireThem) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(core::parked_caches(), core::kMaxParked);
   // Steps: the first sees them parked, the second retires them.
-  const size_t cls = class_of(96);
+  const size_t cls = test::class_of_request(96);
   const size_t in_bins = core::rt().class_stats(cls).free_objects;
   EXPECT_TRUE(core::retire_parked(false));
   EXPECT_EQ(core::parked_caches(), core::kMaxParked);

@@ -15,6 +15,7 @@
 #include "core/depot.h"
 #include "core/runtime.h"
 #include "ductile/ductile.h"
+#include "small/seal.h"
 #include "small/size_classes.h"
 
 namespace ductile {
@@ -23,6 +24,10 @@ namespace {
 using small::class_of;
 
 constexpr size_t kSize = 24 * 1024;  // a medium class with a depot, eight per cache
+// The request for a block of kSize (a hardened build's, less its seal:
+// small/seal.h), and for a 64 KiB one.
+constexpr size_t kAsk = kSize - (kHardened ? small::kSealSize : 0);
+constexpr size_t kAsk64 = 64 * 1024 - (kHardened ? small::kSealSize : 0);
 
 // Runs f in a thread of its own, with the decay time long enough that no
 // background step comes due meanwhile (it would empty the depot).
@@ -37,7 +42,7 @@ void quietly(F f) {
   core::rt().chunks.set_decay_ns(decay);
 }
 
-std::vector<void*> take(size_t n, size_t size = kSize) {
+std::vector<void*> take(size_t n, size_t size = kAsk) {
   std::vector<void*> v;
   for (size_t i = 0; i < n; i++) {
     v.push_back(ductile_malloc(size));
@@ -49,7 +54,7 @@ std::vector<void*> take(size_t n, size_t size = kSize) {
 
 // Batches of n blocks taken and freed again, until the depot holds what
 // the class is seen to need.
-void in_demand(size_t n, size_t size = kSize) {
+void in_demand(size_t n, size_t size = kAsk) {
   for (int round = 0; round < 20; round++)
     for (void* p : take(n, size)) ductile_free(p);
 }
@@ -93,7 +98,7 @@ TEST(Depot, HoldsABoundedNumberOfBlocksPerClass) {
     const size_t held = core::depot_bytes() / kSize;
     EXPECT_EQ(held, (512 * 1024) / kSize);
     EXPECT_EQ(core::rt().chunks.stats().frees - frees, 200 - 8 - held);
-    in_demand(10, 64 * 1024);  // the largest class with a depot: 8 blocks at most
+    in_demand(10, kAsk64);  // the largest class with a depot: 8 blocks at most
     EXPECT_GT(core::depot_bytes(), held * kSize);
     EXPECT_LE(core::depot_bytes(), held * kSize + 8 * 64 * 1024);
     EXPECT_FALSE(core::depot_holds(class_of(80 * 1024)));
@@ -117,7 +122,7 @@ TEST(Depot, BlocksUntouchedThroughAPeriodGoBack) {
     // puts, and the depot never below its 8 first blocks meanwhile. The
     // first period had begun empty; the second began with them.
     std::vector<void*> sink;
-    for (int i = 0; i < 160; i++) sink.push_back(ductile_mallocx(kSize, MALLOCX_TCACHE_NONE));
+    for (int i = 0; i < 160; i++) sink.push_back(ductile_mallocx(kAsk, MALLOCX_TCACHE_NONE));
     for (void* p : sink) ductile_free(p);
     for (size_t i = 0; i < 8; i++) {
       const chunk::Extent* e = core::rt().chunks.lookup(v[i]);
@@ -136,7 +141,7 @@ TEST(Depot, BlocksUntouchedThroughAPeriodGoBack) {
 TEST(Depot, NoneWhileOneThreadHasACache) {
   ASSERT_TRUE(core::ensure_ready());
   quietly([] {
-    ductile_free(ductile_malloc(kSize));  // this thread's cache first
+    ductile_free(ductile_malloc(kAsk));  // this thread's cache first
     core::depot_enable(false);
     std::vector<void*> v = take(24);
     const uint64_t frees = core::rt().chunks.stats().frees;

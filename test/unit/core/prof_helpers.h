@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/free.h"
 #include "core/prof.h"
 #include "ductile/ductile.h"
 
@@ -22,6 +23,11 @@ namespace ductile::test {
 inline constexpr size_t kMiB = size_t{1} << 20;
 
 inline core::prof::Totals totals() { return core::prof::live_totals(); }
+// The bytes a block's sample counts: its usable size; a hardened build's
+// block size (its usable size is the request, which the block's seal keeps).
+inline size_t sampled_size(void* p) {
+  return kHardened ? core::usable_of(core::owner_of(p)) : ductile_malloc_usable_size(p);
+}
 
 template <typename T>
 T ctl(const char* name) {

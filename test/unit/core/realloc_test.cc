@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "core/runtime.h"
+#include "small/seal.h"
 #include "ductile/ductile.h"
 #include "small/size_classes.h"
 #include "support/maps.h"
@@ -21,6 +22,11 @@
 
 namespace ductile {
 namespace {
+
+// The largest request a slab object holds: small::kMaxSmall, less the seal
+// of a hardened build (small/seal.h).
+constexpr size_t kSeal = kHardened ? small::kSealSize : 0;
+constexpr size_t kLargestSmall = small::kMaxSmall - kSeal;
 
 using test::check;
 using test::fill;
@@ -113,12 +119,12 @@ TEST(Realloc, GrowingMediumBlocksArePackedIntoTheirSpace) {
   std::vector<void*> grown;
   for (int i = 0; i < 48; i++) {
     const size_t before = rt.plain_growth.load();
-    void* p = ductile_malloc(small::kMaxSmall);
+    void* p = ductile_malloc(kLargestSmall);
     ASSERT_NE(p, nullptr);
-    fill(p, small::kMaxSmall, 3);
-    void* q = ductile_realloc(p, 32 * 1024);
+    fill(p, kLargestSmall, 3);
+    void* q = ductile_realloc(p, 32 * 1024 - kSeal);
     ASSERT_NE(q, nullptr);
-    EXPECT_TRUE(check(q, small::kMaxSmall, 3));
+    EXPECT_TRUE(check(q, kLargestSmall, 3));
     grown.push_back(q);
     if (space == chunk::Space::kPlain) {
       EXPECT_EQ(space_of(q), chunk::Space::kPlain);
@@ -184,10 +190,10 @@ TEST(Realloc, ADenseBufferGrownToHalfTheThresholdBecomesHugeAndGrowsInPlace) {
            s.growth[static_cast<size_t>(huge::GrowthPath::kNeighbour)];
   };
 
-  void* p = ductile_malloc(small::kMaxSmall);
+  void* p = ductile_malloc(kLargestSmall);
   ASSERT_NE(p, nullptr);
-  fill(p, small::kMaxSmall, 7);
-  size_t old = small::kMaxSmall;
+  fill(p, kLargestSmall, 7);
+  size_t old = kLargestSmall;
   for (size_t size = 2 * small::kMaxSmall; size < threshold / 2; size *= 2) {
     p = ductile_realloc(p, size);
     ASSERT_NE(p, nullptr);
@@ -225,7 +231,7 @@ TEST(Realloc, ADenseBufferGrownToHalfTheThresholdBecomesHugeAndGrowsInPlace) {
   ductile_free(s);
 
   // rallocx: exactly nallocx's usable size, so a medium block.
-  void* d = ductile_realloc(ductile_malloc(small::kMaxSmall), threshold / 4);
+  void* d = ductile_realloc(ductile_malloc(kLargestSmall), threshold / 4);
   ASSERT_NE(d, nullptr);
   void* x = ductile_rallocx(d, threshold / 2, 0);
   ASSERT_NE(x, nullptr);

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+// Requests and size classes for tests that run in both builds: a hardened
+// build's blocks hold their request and a seal (small/seal.h), so a request
+// of a class's size lands in the next class there.
+#pragma once
+
+#include <cstddef>
+
+#include "base/common.h"
+#include "small/seal.h"
+#include "small/size_classes.h"
+
+namespace ductile::test {
+
+// The class a request of `size` bytes gets (no alignment).
+inline size_t class_of_request(size_t size) {
+  return small::class_of(kHardened ? small::sealed_size(size) : size);
+}
+
+// The largest request a block of class `cls` holds: its size, less the
+// seal in a hardened build, where the 8-byte class holds none (0: skip it).
+inline size_t request_of_class(size_t cls) {
+  const size_t size = small::class_size(cls);
+  if (!kHardened) return size;
+  return size < small::sealed_size(0) ? 0 : size - small::kSealSize;
+}
+
+}  // namespace ductile::test
