@@ -5,9 +5,10 @@
 // comes back (free, realloc, a size query).
 //
 // A block of `block` bytes that holds a request of `size` bytes ends with
-// its seal word: the block's keyed seal (seal_key) XOR the slack, the bytes
-// between the request's end and the seal word (block - kSealSize - size).
-// The first bytes of the slack, up to 8 of them, hold kSealByte. A
+// its seal word: kSealByte, then the block's keyed seal (seal_key) XOR the
+// slack, the bytes between the request's end and the seal word (block -
+// kSealSize - size). The first bytes of the slack, up to 8 of them, hold
+// kSealByte too: the byte after the request is kSealByte in every block. A
 // write past the request changes one or the other: the slack bytes, or the
 // seal word, whose slack then decodes to no size this block can hold (a
 // forged seal needs the key). The seal thus costs every block 8 bytes
@@ -47,6 +48,17 @@ DUCTILE_ALWAYS_INLINE constexpr size_t sealed_size(size_t size) {
 // block's.
 DUCTILE_ALWAYS_INLINE uint64_t seal_key_of(uint64_t mark) { return (mark << 32) | (mark >> 32); }
 
+// The seal word for a slack of `slack` bytes: its first byte kSealByte, so
+// that the byte right after a request is kSealByte with or without slack
+// (a one-byte overflow of any other value is found, whatever the key), then
+// the slack XOR the key's low 56 bits.
+DUCTILE_ALWAYS_INLINE uint64_t seal_word(uint64_t key, size_t slack) { return ((key ^ slack) << 8) | kSealByte; }
+// The slack a seal word says; more than any block's where its first byte
+// is not kSealByte.
+DUCTILE_ALWAYS_INLINE uint64_t seal_slack(uint64_t word, uint64_t key) {
+  return (word & 0xff) == kSealByte ? (word >> 8) ^ (key & (~uint64_t{0} >> 8)) : ~uint64_t{0};
+}
+
 namespace detail {
 DUCTILE_ALWAYS_INLINE uint64_t load64(const unsigned char* at) {
   uint64_t w;
@@ -72,9 +84,9 @@ DUCTILE_ALWAYS_INLINE uint64_t fill_mask(size_t slack) {
 DUCTILE_ALWAYS_INLINE void seal(void* p, size_t block, size_t size, uint64_t key, bool free_word = false) {
   auto* b = static_cast<unsigned char*>(p);
   unsigned char* end = b + block - kSealSize;
-  if (free_word && DUCTILE_UNLIKELY((detail::load64(end) ^ key) > block - kSealSize)) free_block_overrun(p);
+  if (free_word && DUCTILE_UNLIKELY(seal_slack(detail::load64(end), key) > block - kSealSize)) free_block_overrun(p);
   const size_t slack = block - kSealSize - size;
-  detail::store64(end, key ^ slack);
+  detail::store64(end, seal_word(key, slack));
   unsigned char* at = b + detail::fill_at(size, slack);
   const uint64_t m = detail::fill_mask(slack);
   detail::store64(at, (detail::load64(at) & ~m) | (kSealBytes & m));
@@ -87,7 +99,7 @@ DUCTILE_ALWAYS_INLINE void seal(void* p, size_t block, size_t size, uint64_t key
 DUCTILE_ALWAYS_INLINE void seal_fresh(void* p, size_t block, size_t size, uint64_t key) {
   auto* b = static_cast<unsigned char*>(p);
   const size_t slack = block - kSealSize - size;
-  detail::store64(b + block - kSealSize, key ^ slack);
+  detail::store64(b + block - kSealSize, seal_word(key, slack));
   detail::store64(b + detail::fill_at(size, slack), kSealBytes);
 }
 
@@ -97,7 +109,7 @@ DUCTILE_ALWAYS_INLINE void seal_fresh(void* p, size_t block, size_t size, uint64
 // `free_word`), which finds a write into a free object that ran on from the
 // one before or back from the one after.
 DUCTILE_ALWAYS_INLINE void seal_unused(void* p, size_t block, uint64_t key) {
-  detail::store64(static_cast<unsigned char*>(p) + block - kSealSize, key ^ (block - kSealSize));
+  detail::store64(static_cast<unsigned char*>(p) + block - kSealSize, seal_word(key, block - kSealSize));
 }
 
 // The request's size that the block p (`block` bytes) was sealed for, or
@@ -105,7 +117,7 @@ DUCTILE_ALWAYS_INLINE void seal_unused(void* p, size_t block, uint64_t key) {
 // the request.
 DUCTILE_ALWAYS_INLINE size_t sealed_request(const void* p, size_t block, uint64_t key) {
   const auto* b = static_cast<const unsigned char*>(p);
-  const uint64_t slack = detail::load64(b + block - kSealSize) ^ key;
+  const uint64_t slack = seal_slack(detail::load64(b + block - kSealSize), key);
   if (DUCTILE_UNLIKELY(slack > block - kSealSize)) return SIZE_MAX;
   const size_t size = block - kSealSize - slack;
   const uint64_t changed = (detail::load64(b + detail::fill_at(size, slack)) ^ kSealBytes) & detail::fill_mask(slack);

@@ -57,6 +57,26 @@ TEST_F(Sealed, AWritePastTheRequestIsFoundAtTheFree) {
   }
 }
 
+// The byte right after a request is the same in every block, with or
+// without slack: a one-byte overflow of any other value breaks every
+// block's seal, whatever its key. Over 4096 blocks of 40 bytes (48-byte
+// objects: no slack, the seal word follows the request), each written one
+// byte past its end and asked (without the free's report) whether its seal
+// still holds. Where that byte was the key's, one seal in 256 held.
+void overflow_by_one_everywhere() {
+  int held = 0;
+  for (int i = 0; i < 4096; i++) {
+    char* p = sealed_malloc(40);
+    p[40] = 0x41;
+    held += small::sealed_request(p, 48, small::seal_key(p)) != SIZE_MAX;
+  }
+  _exit(held == 0 ? 0 : 1);
+}
+
+TEST_F(Sealed, AOneByteOverflowBreaksEverySeal) {
+  EXPECT_EXIT(overflow_by_one_everywhere(), ::testing::ExitedWithCode(0), "");
+}
+
 // malloc_usable_size (and sallocx) report the request: all of it can be
 // written, and freed without a report; nallocx says the same.
 void write_all_usable(size_t size) {
