@@ -161,10 +161,11 @@ void check_block(void* p, const Extent* e) noexcept {
     fatal_pointer("free(): invalid pointer", p);
   }
   if (e->kind == ExtentKind::kHuge) return;
-  if (small::is_freed(p) ||
+  const uintptr_t mark = small::freed_mark(p);
+  if (small::is_freed(p, mark) ||
       (e->kind == ExtentKind::kMedium && __atomic_load_n(&e->cached, __ATOMIC_RELAXED) != 0))
     fatal_pointer("free(): double free detected", p);
-  (void)checked_request(p, usable_of(e), "free(): buffer overflow detected");
+  (void)checked_request(p, usable_of(e), "free(): buffer overflow detected", small::seal_key_of(mark));
 }
 
 }  // namespace
@@ -211,7 +212,7 @@ void check_sized_free(void* p, size_t size, size_t align) noexcept {
       check_block(p, e);
       // (A sealed block's size: its request's, with the seal.)
       const size_t usable = usable_of(e);
-      const Placement at = e->kind == ExtentKind::kHuge ? place(size, align) : place_request(size, align);
+      const Placement at = place_request(size, align);
       const size_t need = e->kind == ExtentKind::kHuge ? size : small::sealed_size(size);
       const bool fits = e->kind == ExtentKind::kSlab
                             ? at.kind == Placement::kClass && at.cls == e->size_class
@@ -243,8 +244,8 @@ void seal_broken(const void* p) noexcept {
   fatal_pointer("free(): buffer overflow detected", p);
 }
 
-size_t checked_request(const void* p, size_t block, const char* what) noexcept {
-  const size_t size = small::sealed_request(p, block, small::seal_key(p));
+size_t checked_request(const void* p, size_t block, const char* what, uint64_t key) noexcept {
+  const size_t size = small::sealed_request(p, block, key);
   if (DUCTILE_UNLIKELY(size == SIZE_MAX)) fatal_pointer(what, p);
   return size;
 }

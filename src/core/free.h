@@ -32,7 +32,11 @@ size_t usable_size(const void* p) noexcept;
 // Hardened mode: the request's size that the sealed block p (a slab object
 // or medium block of `block` bytes: small/seal.h) holds; a broken seal ends
 // the program with the message `what`.
-size_t checked_request(const void* p, size_t block, const char* what) noexcept;
+// `key`: the block's seal key, where the caller has its freed mark.
+size_t checked_request(const void* p, size_t block, const char* what, uint64_t key) noexcept;
+inline size_t checked_request(const void* p, size_t block, const char* what) noexcept {
+  return checked_request(p, block, what, small::seal_key(p));
+}
 // Hardened builds: the seal of a block freed on the inline path is broken:
 // "free(): double free detected" where the block carries its freed mark (a
 // filled block freed again), else "free(): buffer overflow detected".

@@ -172,11 +172,7 @@ Lent Bin::take_empty(Slab* s) noexcept {
   free_objects_ -= s->nfree;
   slabs_--;
   slab_returns_++;
-  if (hardened_) {  // kept its freed objects (settle): the pool's headers are fresh
-    std::memset(s->bits(), 0, (s->bump + 63) / 64 * sizeof(uint64_t));
-    s->first_word = 0;
-    s->bump = 0;
-  }
+  if (hardened_) start_over(s);  // kept its freed objects (settle): the pool's headers are fresh
   SlabPool::put(s, words_);
   return out;
 }
@@ -354,6 +350,16 @@ size_t Bin::flush_locked(void** objs, size_t n, Lent* expired, size_t& nexpired)
   return others;
 }
 
+void Bin::start_over(Slab* s) noexcept {
+  if (words_) {
+    std::memset(s->bits(), 0, (s->bump + 63) / 64 * sizeof(uint64_t));
+    s->first_word = 0;
+  } else {
+    s->free_list = nullptr;
+  }
+  s->bump = 0;
+}
+
 // `freed` more objects of slab s are free again.
 void Bin::settle(Slab* s, uint32_t freed, Lent* expired, size_t& nexpired) noexcept {
   s->nfree += freed;
@@ -366,15 +372,7 @@ void Bin::settle(Slab* s, uint32_t freed, Lent* expired, size_t& nexpired) noexc
     // freed objects in the bitmap instead: each holds its freed mark, which
     // the hand-out checks, and a fresh slab's would overwrite it.
     unlink(s);
-    if (!hardened_) {
-      if (words_) {
-        std::memset(s->bits(), 0, (s->bump + 63) / 64 * sizeof(uint64_t));
-        s->first_word = 0;
-      } else {
-        s->free_list = nullptr;
-      }
-      s->bump = 0;
-    }
+    if (!hardened_) start_over(s);
     s->empty_since = arena_->chunks().now_ns();
     link(s, kEmpty);
     Slab* oldest = empty_tail_;

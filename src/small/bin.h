@@ -62,7 +62,6 @@ void set_freed_key(uint64_t seed) noexcept;
 DUCTILE_ALWAYS_INLINE uint64_t seal_key(const void* p) { return seal_key_of(freed_mark(p)); }
 // Where a block's mark lives: its first word.
 DUCTILE_ALWAYS_INLINE uintptr_t& mark_word(void* p) { return *static_cast<uintptr_t*>(p); }
-DUCTILE_ALWAYS_INLINE void mark_freed(void* p) { mark_word(p) = freed_mark(p); }
 // The fill: a sample of the freed blocks (Options::freed_fill) hold
 // kFreedFill in their bytes past the mark, up to kFreedFillMax of them and
 // short of the seal word (small/seal.h), and their mark with kFilledMark
@@ -71,8 +70,9 @@ DUCTILE_ALWAYS_INLINE void mark_freed(void* p) { mark_word(p) = freed_mark(p); }
 inline constexpr uintptr_t kFilledMark = 2;
 inline constexpr size_t kFreedFillMax = 1024;
 inline constexpr uint64_t kFreedFill = 0xdbdbdbdbdbdbdbdbull;
-// Whether the block carries its mark, filled or not.
-DUCTILE_ALWAYS_INLINE bool is_freed(void* p) { return (mark_word(p) | kFilledMark) == (freed_mark(p) | kFilledMark); }
+// Whether the block carries its mark (`mark`, freed_mark(p)), filled or not.
+DUCTILE_ALWAYS_INLINE bool is_freed(void* p, uintptr_t mark) { return (mark_word(p) | kFilledMark) == (mark | kFilledMark); }
+DUCTILE_ALWAYS_INLINE bool is_freed(void* p) { return is_freed(p, freed_mark(p)); }
 // The report of free_marked: "free(): double free detected".
 [[noreturn]] void freed_twice(const void* p) noexcept;
 // Fills the block p's bytes past the mark, of the `block` it has, with kFreedFill.
@@ -81,7 +81,7 @@ void fill_freed(void* p, size_t block) noexcept;
 // already; then it does, and with `fill` (a block of `block` bytes) it is
 // filled.
 DUCTILE_ALWAYS_INLINE void free_marked(void* p, uintptr_t mark, bool fill, size_t block) {
-  if (DUCTILE_UNLIKELY((mark_word(p) | kFilledMark) == (mark | kFilledMark))) freed_twice(p);
+  if (DUCTILE_UNLIKELY(is_freed(p, mark))) freed_twice(p);
   if (DUCTILE_UNLIKELY(fill)) {
     fill_freed(p, block);
     mark ^= kFilledMark;
@@ -196,6 +196,9 @@ class Bin {
                        bool* due = nullptr) noexcept;
   // Unlinks an empty slab and drops its header; returns its pages.
   Lent take_empty(Slab* s) noexcept;
+  // The header of slab s, every object free, as a fresh slab's: no freed
+  // objects, none used yet.
+  void start_over(Slab* s) noexcept;
 
   template <bool kBitmap>
   size_t flush_locked(void** objs, size_t n, Lent* expired, size_t& nexpired) noexcept;
