@@ -17,12 +17,15 @@ inline size_t class_of_request(size_t size) {
   return small::class_of(kHardened ? small::sealed_size(size) : size);
 }
 
-// The largest request a block of class `cls` holds: its size, less the
-// seal in a hardened build, where the 8-byte class holds none (0: skip it).
+// The largest request a block of `block` bytes (16 or more) holds: all of
+// it, less the seal in a hardened build.
+constexpr size_t request_for_block(size_t block) { return block - (kHardened ? small::kSealSize : 0); }
+
+// The largest request a block of class `cls` holds, where the 8-byte class
+// of a hardened build holds none (0: skip it).
 inline size_t request_of_class(size_t cls) {
   const size_t size = small::class_size(cls);
-  if (!kHardened) return size;
-  return size < small::sealed_size(0) ? 0 : size - small::kSealSize;
+  return kHardened && size < small::sealed_size(0) ? 0 : request_for_block(size);
 }
 
 }  // namespace ductile::test

@@ -15,9 +15,9 @@
 
 #include "core/runtime.h"
 #include "ductile/ductile.h"
-#include "small/seal.h"
 #include "small/size_classes.h"
 #include "support/patterns.h"
+#include "support/sizes.h"
 #include "unit/api/api_helpers.h"
 
 namespace ductile {
@@ -311,7 +311,7 @@ TEST(Xallocx, SmallBlocksCannotGrowPastTheirClass) {
   void* p = ductile_mallocx(16, 0);
   // What the block holds: its class's size (a hardened build's, less the
   // seal: small/seal.h).
-  const size_t room = kHardened ? small::class_size(small::class_of(small::sealed_size(16))) - small::kSealSize : 16;
+  const size_t room = test::request_of_class(test::class_of_request(16));
   EXPECT_EQ(ductile_xallocx(p, room + 1, 0, 0), 16u);
   EXPECT_EQ(ductile_xallocx(p, 8, 0, 0), 16u);
   EXPECT_EQ(ductile_xallocx(p, 16, 100, 0), 16u);

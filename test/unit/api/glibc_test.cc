@@ -25,9 +25,9 @@
 #include "core/runtime.h"
 #include "core/stats.h"
 #include "ductile/ductile.h"
-#include "small/seal.h"
 #include "small/size_classes.h"
 #include "support/patterns.h"
+#include "support/sizes.h"
 #include "unit/api/glibc_helpers.h"
 
 // Declared here: the C library's headers declare neither these (glibc's
@@ -358,7 +358,7 @@ TEST(Mallopt, MmapThresholdChangesWhichSizesAreHuge) {
   EXPECT_EQ(threshold(), align_up(small::kMaxSmall + 1, kPage));
   void* tiny_huge = opaque(malloc(small::kMaxSmall + kPage));
   EXPECT_EQ(kind_of(tiny_huge), chunk::ExtentKind::kHuge);
-  void* slab = opaque(malloc(small::kMaxSmall - (kHardened ? small::kSealSize : 0)));  // with a seal: small/seal.h
+  void* slab = opaque(malloc(test::request_for_block(small::kMaxSmall)));
   EXPECT_EQ(kind_of(slab), chunk::ExtentKind::kSlab);
   EXPECT_EQ(mallopt(M_MMAP_THRESHOLD, -1), 1);
   EXPECT_EQ(threshold(), small::kMaxClassSize);
@@ -495,7 +495,7 @@ void expect_released(void* p, size_t size, Release release) {
   const bool huge = kind_of(p) == chunk::ExtentKind::kHuge;
   // The request that gets this class (a hardened build's: the block's size
   // less its seal, small/seal.h).
-  const size_t usable = kHardened && !huge ? core::usable_of(core::owner_of(p)) - small::kSealSize
+  const size_t usable = kHardened && !huge ? test::request_for_block(core::usable_of(core::owner_of(p)))
                                            : ductile_malloc_usable_size(p);
   const uint64_t frees = huge_frees();
   const size_t hblks = mallinfo2().hblks;

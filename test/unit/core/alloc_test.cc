@@ -13,9 +13,9 @@
 
 #include "core/runtime.h"
 #include "ductile/ductile.h"
-#include "small/seal.h"
 #include "small/size_classes.h"
 #include "support/patterns.h"
+#include "support/sizes.h"
 
 namespace ductile {
 namespace {
@@ -41,7 +41,7 @@ TEST(Malloc, EverySizeClassRoundTrips) {
       ASSERT_NE(p, nullptr) << size;
       // A hardened build: the request is the usable size, and the block's
       // class the one of the request with its seal (small/seal.h).
-      const size_t block = kHardened ? class_size(class_of(small::sealed_size(size))) : hi;
+      const size_t block = class_size(test::class_of_request(size));
       EXPECT_EQ(ductile_malloc_usable_size(p), kHardened ? size : hi) << size;
       EXPECT_TRUE(is_aligned(addr(p), natural_alignment(block))) << size;
       fill(p, ductile_malloc_usable_size(p), static_cast<unsigned>(size));

@@ -15,8 +15,8 @@
 #include "core/depot.h"
 #include "core/runtime.h"
 #include "ductile/ductile.h"
-#include "small/seal.h"
 #include "small/size_classes.h"
+#include "support/sizes.h"
 
 namespace ductile {
 namespace {
@@ -26,8 +26,8 @@ using small::class_of;
 constexpr size_t kSize = 24 * 1024;  // a medium class with a depot, eight per cache
 // The request for a block of kSize (a hardened build's, less its seal:
 // small/seal.h), and for a 64 KiB one.
-constexpr size_t kAsk = kSize - (kHardened ? small::kSealSize : 0);
-constexpr size_t kAsk64 = 64 * 1024 - (kHardened ? small::kSealSize : 0);
+constexpr size_t kAsk = test::request_for_block(kSize);
+constexpr size_t kAsk64 = test::request_for_block(64 * 1024);
 
 // Runs f in a thread of its own, with the decay time long enough that no
 // background step comes due meanwhile (it would empty the depot).

@@ -18,10 +18,10 @@
 
 #include "core/runtime.h"
 #include "ductile/ductile.h"
-#include "small/seal.h"
 #include "support/maps.h"
 #include "unit/core/hardened_helpers.h"
 #include "support/patterns.h"
+#include "support/sizes.h"
 
 namespace ductile {
 namespace {
@@ -46,14 +46,11 @@ constexpr char kWrongSize[] = "^ductile: free_sized\\(\\): wrong size for block 
 // and the next malloc(40 KiB) handed out memory inside the live 80 KiB one.
 TEST(StaleTag, InteriorFreeOverMergedBlocksIsNotTaken) {
   constexpr size_t kHalf = 40 * 1024;
-  // The requests: their blocks are kHalf and 2 * kHalf with the seal of a
-  // hardened build.
-  constexpr size_t kSeal = kHardened ? small::kSealSize : 0;
   char* lo = nullptr;
   std::vector<void*> held;
   for (int i = 0; i < 64 && lo == nullptr; i++) {
-    char* a = static_cast<char*>(ductile_mallocx(kHalf - kSeal, MALLOCX_TCACHE_NONE));
-    char* b = static_cast<char*>(ductile_mallocx(kHalf - kSeal, MALLOCX_TCACHE_NONE));
+    char* a = static_cast<char*>(ductile_mallocx(test::request_for_block(kHalf), MALLOCX_TCACHE_NONE));
+    char* b = static_cast<char*>(ductile_mallocx(test::request_for_block(kHalf), MALLOCX_TCACHE_NONE));
     ASSERT_NE(a, nullptr);
     ASSERT_NE(b, nullptr);
     if (b == a + kHalf) {
@@ -69,9 +66,9 @@ TEST(StaleTag, InteriorFreeOverMergedBlocksIsNotTaken) {
     ductile_dallocx(b, MALLOCX_TCACHE_NONE);
   }
   ASSERT_NE(lo, nullptr) << "no two neighbouring 40 KiB blocks";
-  char* big = static_cast<char*>(ductile_mallocx(2 * kHalf - kSeal, MALLOCX_TCACHE_NONE));
+  char* big = static_cast<char*>(ductile_mallocx(test::request_for_block(2 * kHalf), MALLOCX_TCACHE_NONE));
   ASSERT_EQ(big, lo) << "the merged pair was not reused";
-  fill(big, 2 * kHalf - kSeal, 7);
+  fill(big, test::request_for_block(2 * kHalf), 7);
   // Not a block: must not be taken. The old boundary's page-map records were
   // cleared at the merge, so the address is not ours in any build, and free
   // says so and stops.
@@ -83,7 +80,7 @@ TEST(StaleTag, InteriorFreeOverMergedBlocksIsNotTaken) {
     EXPECT_FALSE(q + kHalf > big && q < big + 2 * kHalf) << "a block inside a live one";
     got.push_back(q);
   }
-  EXPECT_TRUE(check(big, 2 * kHalf - kSeal, 7));
+  EXPECT_TRUE(check(big, test::request_for_block(2 * kHalf), 7));
   for (char* q : got) ductile_free(q);
   ductile_free(big);
   for (void* p : held) ductile_dallocx(p, MALLOCX_TCACHE_NONE);

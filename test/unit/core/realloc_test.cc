@@ -14,19 +14,18 @@
 #include <gtest/gtest.h>
 
 #include "core/runtime.h"
-#include "small/seal.h"
 #include "ductile/ductile.h"
 #include "small/size_classes.h"
 #include "support/maps.h"
 #include "support/patterns.h"
+#include "support/sizes.h"
 
 namespace ductile {
 namespace {
 
 // The largest request a slab object holds: small::kMaxSmall, less the seal
 // of a hardened build (small/seal.h).
-constexpr size_t kSeal = kHardened ? small::kSealSize : 0;
-constexpr size_t kLargestSmall = small::kMaxSmall - kSeal;
+constexpr size_t kLargestSmall = test::request_for_block(small::kMaxSmall);
 
 using test::check;
 using test::fill;
@@ -122,7 +121,7 @@ TEST(Realloc, GrowingMediumBlocksArePackedIntoTheirSpace) {
     void* p = ductile_malloc(kLargestSmall);
     ASSERT_NE(p, nullptr);
     fill(p, kLargestSmall, 3);
-    void* q = ductile_realloc(p, 32 * 1024 - kSeal);
+    void* q = ductile_realloc(p, test::request_for_block(32 * 1024));
     ASSERT_NE(q, nullptr);
     EXPECT_TRUE(check(q, kLargestSmall, 3));
     grown.push_back(q);
