@@ -32,7 +32,7 @@ void print_text(Out& o, const StatsSnapshot& s, const char* opts) {
     const char* name = option_name(i);
     if (option_to_string(rt().opts, name, val, sizeof val)) o.ch(' ').str(name).ch(':').str(val);
   }
-  const os::Features& f = rt().os.features();
+  const os::Features& f = rt().os.probed_features();
   o.str("\nKernel: MAP_FIXED_NOREPLACE ").str(f.map_fixed_noreplace ? "yes" : "no")
       .str(", batched purge ").str(f.batch_purge ? "yes" : "no")
       .str(", MADV_FREE ").str(f.madv_free ? "yes" : "no")
@@ -185,7 +185,7 @@ void print_json(Out& o, const StatsSnapshot& s, const char* opts) {
     }
   }
   j.close('}');
-  const os::Features& f = rt().os.features();
+  const os::Features& f = rt().os.probed_features();
   j.open("kernel", '{')
       .boolean("map_fixed_noreplace", f.map_fixed_noreplace)
       .boolean("batch_purge", f.batch_purge)

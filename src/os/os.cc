@@ -3,6 +3,7 @@
 // fallbacks, batching and counters.
 #include "os/os.h"
 
+#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -108,23 +109,25 @@ void Os::probe() noexcept {
     if (n != 0) features_.max_map_count = n;
   }
   maps_.init(features_.max_map_count);
+}
 
+void Os::probe_scratch_once() noexcept {
+  uint8_t state = kUnprobed;
+  if (scratch_probe_.compare_exchange_strong(state, kProbing, std::memory_order_acquire)) {
+    probe_scratch();
+    scratch_probe_.store(kProbed, std::memory_order_release);
+    return;
+  }
+  while (scratch_probe_.load(std::memory_order_acquire) != kProbed) sched_yield();
+}
+
+void Os::probe_scratch() noexcept {
+  const KeepErrno keep;  // see common.h: errno is the caller's
   // Two scratch pages: the kernel's answers about them are the feature set.
   count(Call::kMmap);
   void* scratch = kernel_.mmap(nullptr, 2 * kPage, kRw, MAP_PRIVATE | MAP_ANONYMOUS);
   if (scratch == MAP_FAILED) return;  // everything stays off: the plain paths still work
   static_cast<char*>(scratch)[0] = 1;
-
-  // MAP_FIXED_NOREPLACE on an occupied address must fail with EEXIST; an old
-  // kernel treats the flag as a hint and maps elsewhere.
-  count(Call::kMmap);
-  void* r = kernel_.mmap(scratch, kPage, kRw, kPrivate | kMapFixedNoreplace);
-  if (r == MAP_FAILED) {
-    features_.map_fixed_noreplace = errno == EEXIST;
-  } else {
-    count(Call::kMunmap);
-    (void)kernel_.munmap(r, kPage);
-  }
 
   count(Call::kMadvise);
   features_.madv_free = kernel_.madvise(scratch, kPage, kMadvFree) == 0;
@@ -162,6 +165,12 @@ void Os::after_fork_in_child() noexcept {
   const KeepErrno keep;  // see common.h: errno is the caller's
   maps_.after_fork_in_child();
   membarrier_state_.store(0, std::memory_order_relaxed);  // registered again for the child's own memory
+  // A probe that another thread of the parent was running never ends here:
+  // the child probes again (the parent's scratch pages stay mapped).
+  if (scratch_probe_.load(std::memory_order_relaxed) == kProbing) {
+    scratch_probe_.store(kUnprobed, std::memory_order_relaxed);
+    return;
+  }
   if (features_.self_pidfd >= 0) {
     // The inherited pidfd names the parent. Drop it and re-probe on a scratch page.
     kernel_.close(features_.self_pidfd);
@@ -207,6 +216,9 @@ MapStatus Os::reserve_at(void* addr, size_t size) noexcept {
   if (p == addr) return MapStatus::kMapped;
   // Without MAP_FIXED_NOREPLACE the address was only a hint and the kernel
   // placed the mapping elsewhere because something is there: give it back.
+  // A kernel that knew the flag would have said EEXIST: this one does not
+  // (before 4.17), and is not asked again.
+  features_.map_fixed_noreplace = false;
   count(Call::kMunmap);
   (void)kernel_.munmap(p, size);
   return MapStatus::kOccupied;
@@ -380,6 +392,7 @@ size_t Os::purge_batch(const Range* ranges, size_t n, int advice) noexcept {
 
 size_t Os::purge(const Range* ranges, size_t n, Advice advice) noexcept {
   const KeepErrno keep;  // see common.h: errno is the caller's
+  ensure_probed();
   int adv = MADV_DONTNEED;
   if (advice == Advice::kFree && features_.madv_free) adv = kMadvFree;
   size_t done = 0;
@@ -445,6 +458,7 @@ bool Os::fence_all_threads() noexcept {
 
 bool Os::populate(void* addr, size_t size) noexcept {
   const KeepErrno keep;  // see common.h: errno is the caller's
+  ensure_probed();
   if (!features_.populate_write) return false;
   count(Call::kMadvise);
   if (kernel_.madvise(addr, size, kMadvPopulateWrite) == 0) return true;

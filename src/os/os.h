@@ -61,11 +61,15 @@ struct Counters {
 
 enum class ThpMode : uint8_t { kAlways, kMadvise, kNever, kUnknown };
 
-// What the kernel answered when asked, once, at start-up. A fallback that is
-// found later (a call that turns out to be refused) is sticky: the field is
-// cleared and never retried.
+// What the kernel answered. The files (overcommit, THP mode, map limit) and
+// the limits are read at start-up. MAP_FIXED_NOREPLACE is assumed until a
+// mapping shows the kernel took the address as a hint. The madvise features
+// and the batched purge are probed on a scratch mapping at their first use
+// (Os::probed_features): a program that never purges makes none of those
+// calls. A fallback that is found later (a call that turns out to be
+// refused) is sticky: the field is cleared and never retried.
 struct Features {
-  bool map_fixed_noreplace = false;  // Linux 4.17: occupied address -> EEXIST
+  bool map_fixed_noreplace = true;   // Linux 4.17: occupied address -> EEXIST
   bool batch_purge = false;          // process_madvise(self, MADV_DONTNEED), Linux 6.13
   int self_pidfd = -1;               // PIDFD_SELF (6.15) or a cached pidfd_open(getpid())
   bool madv_free = false;            // Linux 4.5
@@ -188,7 +192,15 @@ class Os {
   // counted.
   bool fence_all_threads() noexcept;
 
+  // The features known without a probe: the files, the limits, and
+  // MAP_FIXED_NOREPLACE. The scratch-probed fields (batch_purge,
+  // self_pidfd, madv_free, populate_write) hold their defaults until the
+  // first purge or populate; probed_features() probes them first.
   const Features& features() const noexcept { return features_; }
+  const Features& probed_features() noexcept {
+    ensure_probed();
+    return features_;
+  }
   // Whether guards are guard markers: one has been taken (normal mode).
   bool guard_markers() const noexcept { return guard_markers_.load(std::memory_order_relaxed) == kYes; }
   Counters& counters() noexcept { return counters_; }
@@ -199,6 +211,14 @@ class Os {
 
  private:
   void probe() noexcept;
+  // The probes on a scratch mapping, once, at the first call that needs
+  // them (scratch_probe_: kUnprobed, kProbing while one thread runs them --
+  // the others wait -- then kProbed).
+  void ensure_probed() noexcept {
+    if (DUCTILE_UNLIKELY(scratch_probe_.load(std::memory_order_acquire) != kProbed)) probe_scratch_once();
+  }
+  void probe_scratch_once() noexcept;
+  void probe_scratch() noexcept;
   void probe_batch_purge(void* scratch) noexcept;
   // Always counted, even with --disable-stats: one relaxed add beside a
   // system call costs nothing measurable, and tests assert on the counts.
@@ -226,6 +246,8 @@ class Os {
   // by mprotect, which unguard() must then undo too.
   enum : uint8_t { kUnknown, kYes, kNo };
   std::atomic<uint8_t> guard_markers_{kUnknown};
+  enum : uint8_t { kUnprobed, kProbing, kProbed };
+  std::atomic<uint8_t> scratch_probe_{kUnprobed};
   // fence_all_threads: 0 not asked yet, 1 registered, 2 refused.
   std::atomic<int> membarrier_state_{0};
   std::atomic<bool> protected_guards_{false};

@@ -199,7 +199,7 @@ TEST_P(ChunkBatchPurge, TrimPurgesInBatches) {
   const bool batch_works = GetParam();
   if (!batch_works) kernel_.process_madvise_errno = ENOSYS;
   make();
-  ASSERT_EQ(os_->features().batch_purge, batch_works);
+  ASSERT_EQ(os_->probed_features().batch_purge, batch_works);
   // 40 dirty extents that cannot coalesce: every other one stays busy.
   std::vector<Extent*> v;
   for (int i = 0; i < 80; i++) v.push_back(alloc(2 * kPage));

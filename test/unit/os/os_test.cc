@@ -44,8 +44,9 @@ TEST(OsProbe, ThisKernelAnswers) {
   Os os(k);
   // The machines this project runs on: Linux 6.x with THP in madvise mode.
   EXPECT_TRUE(os.features().map_fixed_noreplace);
-  EXPECT_TRUE(os.features().madv_free);
-  EXPECT_TRUE(os.features().populate_write);
+  EXPECT_TRUE(os.probed_features().batch_purge);
+  EXPECT_TRUE(os.probed_features().madv_free);
+  EXPECT_TRUE(os.probed_features().populate_write);
   EXPECT_EQ(os.features().thp, os::ThpMode::kMadvise);
   EXPECT_FALSE(os.features().strict_overcommit);
 }
@@ -70,12 +71,42 @@ TEST(OsProbe, OldKernelWithoutFeatures) {
   k.madv_free_errno = EINVAL;
   k.populate_errno = EINVAL;
   Os os(k);
+  EXPECT_FALSE(os.probed_features().batch_purge);
+  EXPECT_FALSE(os.probed_features().madv_free);
+  EXPECT_FALSE(os.probed_features().populate_write);
+  // MAP_FIXED_NOREPLACE is assumed until a hint comes back elsewhere; that
+  // stray mapping is given back, and the flag is not passed again.
+  EXPECT_TRUE(os.features().map_fixed_noreplace);
+  char* mine = scratch(2, 'q');
+  EXPECT_EQ(os.reserve_at(mine, kPage), MapStatus::kOccupied);
+  EXPECT_EQ(mine[0], 'q');
   EXPECT_FALSE(os.features().map_fixed_noreplace);
-  EXPECT_FALSE(os.features().batch_purge);
-  EXPECT_FALSE(os.features().madv_free);
-  EXPECT_FALSE(os.features().populate_write);
-  // A probe's stray mapping (the hint was ignored) was given back.
   EXPECT_EQ(k.count(Sys::kMmap), k.count(Sys::kMunmap));
+  ::munmap(mine, 2 * kPage);
+}
+
+// A program that never purges nor prefaults makes none of the probes'
+// calls: constructing the layer reads its files and maps nothing; the
+// first purge probes, once, and a second purge does not.
+TEST(OsProbe, ScratchProbesWaitForTheFirstPurge) {
+  FakeKernel k;
+  Os os(k);
+  char* mine = static_cast<char*>(os.reserve(4 * kPage));
+  ASSERT_NE(mine, nullptr);
+  EXPECT_EQ(k.count(Sys::kMmap), 1u);  // the reservation alone
+  EXPECT_EQ(k.count(Sys::kMadvise), 0u);
+  EXPECT_EQ(k.count(Sys::kProcessMadvise), 0u);
+  mine[0] = 1;
+  Range r{mine, kPage};
+  EXPECT_EQ(os.purge(&r, 1), 1u);
+  EXPECT_EQ(mine[0], 0);
+  const size_t probe_calls = k.count(Sys::kMmap) - 1 + k.count(Sys::kProcessMadvise) + k.count(Sys::kMadvise) - 1;
+  EXPECT_GT(probe_calls, 0u);
+  k.reset_calls();
+  mine[0] = 1;
+  EXPECT_EQ(os.purge(&r, 1), 1u);
+  EXPECT_EQ(k.calls().size(), 1u);  // the purge's one madvise: no probe again
+  EXPECT_TRUE(os.unmap(mine, 4 * kPage));
 }
 
 TEST(OsReserve, BadInputMakesNoCall) {
@@ -161,6 +192,7 @@ TEST(OsPurge, SingleRangeIsOneMadvise) {
   FakeKernel k;
   Os os(k);
   char* p = scratch(2);
+  (void)os.probed_features();
   k.reset_calls();
   Range r{p, 2 * kPage};
   EXPECT_EQ(os.purge(&r, 1), 1u);
@@ -176,7 +208,7 @@ TEST_P(OsBatchPurge, NRangesTakeCeilNOverBatchCalls) {
   const size_t n = GetParam();
   FakeKernel k;
   Os os(k);
-  ASSERT_TRUE(os.features().batch_purge);
+  ASSERT_TRUE(os.probed_features().batch_purge);
   char* p = scratch(2 * n);
   auto ranges = every_other_page(p, n);
   k.reset_calls();
@@ -197,7 +229,7 @@ TEST(OsBatchPurge, MissingCallFallsBackToOneMadvisePerRange) {
   FakeKernel k;
   k.process_madvise_errno = ENOSYS;
   Os os(k);
-  EXPECT_FALSE(os.features().batch_purge);
+  EXPECT_FALSE(os.probed_features().batch_purge);
   char* p = scratch(80);
   auto ranges = every_other_page(p, 40);
   k.reset_calls();
@@ -211,7 +243,7 @@ TEST(OsBatchPurge, MissingCallFallsBackToOneMadvisePerRange) {
 TEST(OsBatchPurge, RefusalAtRunTimeSticks) {
   FakeKernel k;
   Os os(k);
-  ASSERT_TRUE(os.features().batch_purge);
+  ASSERT_TRUE(os.probed_features().batch_purge);
   char* p = scratch(80);
   auto ranges = every_other_page(p, 40);
   k.reset_calls();
@@ -219,7 +251,7 @@ TEST(OsBatchPurge, RefusalAtRunTimeSticks) {
   EXPECT_EQ(os.purge(ranges.data(), 40), 40u);
   EXPECT_EQ(k.count(Sys::kProcessMadvise), 1u);
   EXPECT_EQ(k.count(Sys::kMadvise), 40u);
-  EXPECT_FALSE(os.features().batch_purge);
+  EXPECT_FALSE(os.probed_features().batch_purge);
   k.reset_calls();
   std::memset(p, 'x', 80 * kPage);
   EXPECT_EQ(os.purge(ranges.data(), 40), 40u);
@@ -233,8 +265,8 @@ TEST(OsBatchPurge, PidfdOpenWhenPidfdSelfIsMissing) {
   FakeKernel k;
   k.no_pidfd_self = true;
   Os os(k);
-  EXPECT_TRUE(os.features().batch_purge);
-  EXPECT_GE(os.features().self_pidfd, 0);
+  EXPECT_TRUE(os.probed_features().batch_purge);
+  EXPECT_GE(os.probed_features().self_pidfd, 0);
   EXPECT_EQ(k.count(Sys::kPidfdOpen), 1u);
   char* p = scratch(8);
   auto ranges = every_other_page(p, 4);
@@ -250,13 +282,13 @@ TEST(OsBatchPurge, NeitherPidfdSelfNorPidfdOpen) {
   k.no_pidfd_self = true;
   k.pidfd_open_errno = ENOSYS;
   Os os(k);
-  EXPECT_FALSE(os.features().batch_purge);
+  EXPECT_FALSE(os.probed_features().batch_purge);
 }
 
 TEST(OsBatchPurge, ShortReturnsAreResumed) {
   FakeKernel k;
   Os os(k);
-  ASSERT_TRUE(os.features().batch_purge);
+  ASSERT_TRUE(os.probed_features().batch_purge);
   k.process_madvise_max_bytes = 3 * kPage;  // stops inside the second two-page range
   char* p = scratch(20);
   std::vector<Range> ranges;
@@ -278,6 +310,7 @@ TEST(OsBatchPurge, FailurePartWayReportsWhatWasDone) {
   Os os(k);
   char* p = scratch(8);
   auto ranges = every_other_page(p, 4);
+  (void)os.probed_features();
   k.fail(Sys::kMadvise, ENOMEM, 1, 2);  // the third range fails
   EXPECT_EQ(os.purge(ranges.data(), 4), 2u);
   EXPECT_TRUE(all_zero(p, kPage));
@@ -288,12 +321,12 @@ TEST(OsBatchPurge, FailurePartWayReportsWhatWasDone) {
 TEST(OsPurge, MadvFreeRefusedFallsBackToDontneedAndSticks) {
   FakeKernel k;
   Os os(k);
-  ASSERT_TRUE(os.features().madv_free);
+  ASSERT_TRUE(os.probed_features().madv_free);
   k.madv_free_errno = EINVAL;
   char* p = scratch(1);
   Range r{p, kPage};
   EXPECT_EQ(os.purge(&r, 1, Advice::kFree), 1u);
-  EXPECT_FALSE(os.features().madv_free);
+  EXPECT_FALSE(os.probed_features().madv_free);
   EXPECT_TRUE(all_zero(p, kPage));
   ::munmap(p, kPage);
 }
@@ -344,7 +377,7 @@ TEST(OsAdvice, PopulateWriteAndItsStickyFallback) {
   EXPECT_TRUE(all_zero(p, 4 * kPage));
   k.populate_errno = EINVAL;
   EXPECT_FALSE(os.populate(p, 4 * kPage));
-  EXPECT_FALSE(os.features().populate_write);
+  EXPECT_FALSE(os.probed_features().populate_write);
   k.reset_calls();
   EXPECT_FALSE(os.populate(p, 4 * kPage));
   EXPECT_EQ(k.count(Sys::kMadvise), 0u);
@@ -354,6 +387,7 @@ TEST(OsAdvice, PopulateWriteAndItsStickyFallback) {
 TEST(OsCounters, CountEveryCallByKind) {
   FakeKernel k;
   Os os(k);
+  (void)os.probed_features();
   os.counters().reset();
   void* p = os.reserve(kPage);
   Range r{p, kPage};
@@ -370,10 +404,10 @@ TEST(OsFork, ChildReprobesItsOwnPidfd) {
   FakeKernel k;
   k.no_pidfd_self = true;
   Os os(k);
-  int parent_fd = os.features().self_pidfd;
+  int parent_fd = os.probed_features().self_pidfd;
   ASSERT_GE(parent_fd, 0);
   os.after_fork_in_child();  // as the child's fork handler would
-  EXPECT_TRUE(os.features().batch_purge);
+  EXPECT_TRUE(os.probed_features().batch_purge);
   EXPECT_EQ(k.count(Sys::kPidfdOpen), 2u);
 }
 
