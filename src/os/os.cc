@@ -3,7 +3,6 @@
 // fallbacks, batching and counters.
 #include "os/os.h"
 
-#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -111,14 +110,13 @@ void Os::probe() noexcept {
   maps_.init(features_.max_map_count);
 }
 
-void Os::probe_scratch_once() noexcept {
+bool Os::probe_scratch_once() noexcept {
   uint8_t state = kUnprobed;
-  if (scratch_probe_.compare_exchange_strong(state, kProbing, std::memory_order_acquire)) {
-    probe_scratch();
-    scratch_probe_.store(kProbed, std::memory_order_release);
-    return;
-  }
-  while (scratch_probe_.load(std::memory_order_acquire) != kProbed) sched_yield();
+  if (!scratch_probe_.compare_exchange_strong(state, kProbing, std::memory_order_acquire))
+    return state == kProbed;
+  probe_scratch();
+  scratch_probe_.store(kProbed, std::memory_order_release);
+  return true;
 }
 
 void Os::probe_scratch() noexcept {
@@ -392,11 +390,11 @@ size_t Os::purge_batch(const Range* ranges, size_t n, int advice) noexcept {
 
 size_t Os::purge(const Range* ranges, size_t n, Advice advice) noexcept {
   const KeepErrno keep;  // see common.h: errno is the caller's
-  ensure_probed();
+  const bool probed = ensure_probed();
   int adv = MADV_DONTNEED;
-  if (advice == Advice::kFree && features_.madv_free) adv = kMadvFree;
+  if (probed && advice == Advice::kFree && features_.madv_free) adv = kMadvFree;
   size_t done = 0;
-  if (n > 1 && features_.batch_purge) done = purge_batch(ranges, n, adv);
+  if (probed && n > 1 && features_.batch_purge) done = purge_batch(ranges, n, adv);
   // Single ranges, and whatever the batch call left (refused, failed part way).
   for (; done < n; done++) {
     const Range& r = ranges[done];
@@ -458,8 +456,7 @@ bool Os::fence_all_threads() noexcept {
 
 bool Os::populate(void* addr, size_t size) noexcept {
   const KeepErrno keep;  // see common.h: errno is the caller's
-  ensure_probed();
-  if (!features_.populate_write) return false;
+  if (!ensure_probed() || !features_.populate_write) return false;
   count(Call::kMadvise);
   if (kernel_.madvise(addr, size, kMadvPopulateWrite) == 0) return true;
   if (errno == EINVAL) features_.populate_write = false;

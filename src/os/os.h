@@ -19,6 +19,8 @@
 // leaves the address space as it was, except where stated.
 #pragma once
 
+#include <sched.h>
+
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
@@ -197,8 +199,9 @@ class Os {
   // self_pidfd, madv_free, populate_write) hold their defaults until the
   // first purge or populate; probed_features() probes them first.
   const Features& features() const noexcept { return features_; }
+  // (Not for a thread that may race another's first purge: tests, stats.)
   const Features& probed_features() noexcept {
-    ensure_probed();
+    while (!ensure_probed()) sched_yield();
     return features_;
   }
   // Whether guards are guard markers: one has been taken (normal mode).
@@ -212,12 +215,14 @@ class Os {
  private:
   void probe() noexcept;
   // The probes on a scratch mapping, once, at the first call that needs
-  // them (scratch_probe_: kUnprobed, kProbing while one thread runs them --
-  // the others wait -- then kProbed).
-  void ensure_probed() noexcept {
-    if (DUCTILE_UNLIKELY(scratch_probe_.load(std::memory_order_acquire) != kProbed)) probe_scratch_once();
+  // them (scratch_probe_: kUnprobed, kProbing while one thread runs them,
+  // then kProbed). False while another thread (or the code a signal
+  // interrupted) is probing: the caller does without the probed features
+  // and reads none of them, rather than wait.
+  bool ensure_probed() noexcept {
+    return DUCTILE_LIKELY(scratch_probe_.load(std::memory_order_acquire) == kProbed) || probe_scratch_once();
   }
-  void probe_scratch_once() noexcept;
+  bool probe_scratch_once() noexcept;
   void probe_scratch() noexcept;
   void probe_batch_purge(void* scratch) noexcept;
   // Always counted, even with --disable-stats: one relaxed add beside a
