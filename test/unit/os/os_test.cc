@@ -3,8 +3,11 @@
 // batched purges, map-at-address without clobbering, guards, and the counters.
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -409,6 +412,43 @@ TEST(OsFork, ChildReprobesItsOwnPidfd) {
   os.after_fork_in_child();  // as the child's fork handler would
   EXPECT_TRUE(os.probed_features().batch_purge);
   EXPECT_EQ(k.count(Sys::kPidfdOpen), 2u);
+}
+
+// Threads that make their first purges at once: one of them probes, once;
+// every purge is done, with or without the probed features.
+TEST(OsProbe, ConcurrentFirstPurgesProbeOnce) {
+  FakeKernel k;
+  Os os(k);
+  constexpr int kThreads = 8;
+  constexpr size_t kRanges = 4;
+  std::vector<char*> areas;
+  for (int t = 0; t < kThreads; t++) areas.push_back(scratch(2 * kRanges));
+  std::atomic<int> ready{0};
+  std::atomic<size_t> purged{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; t++) {
+    threads.emplace_back([&, t] {
+      auto ranges = every_other_page(areas[t], kRanges);
+      ready.fetch_add(1);
+      while (ready.load() < kThreads) {
+      }
+      purged.fetch_add(os.purge(ranges.data(), kRanges, t % 2 ? Advice::kFree : Advice::kDontNeed));
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(purged.load(), kThreads * kRanges);
+  // The probe's scratch mapping is the layer's one mmap here.
+  EXPECT_EQ(k.count(Sys::kMmap), 1u);
+  EXPECT_EQ(k.count(Sys::kMunmap), 1u);
+  EXPECT_TRUE(os.probed_features().batch_purge);
+  for (int t = 0; t < kThreads; t++) {
+    for (size_t i = 0; i < kRanges; i++) {
+      // MADV_FREE may leave a page until memory is short; DONTNEED zeroes it.
+      if (t % 2 == 0) EXPECT_TRUE(all_zero(areas[t] + 2 * i * kPage, kPage));
+      EXPECT_EQ(areas[t][(2 * i + 1) * kPage], 'x');
+    }
+    ::munmap(areas[t], 2 * kRanges * kPage);
+  }
 }
 
 // ---- guards (hardened mode's huge blocks), normal overcommit -------------------
