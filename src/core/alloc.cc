@@ -85,6 +85,18 @@ void* alloc_class(size_t cls, bool zero, bool cached) {
     if (g_hardened) small::take_marked(p, small::class_size(cls));
     if (zero) std::memset(p, 0, small::class_size(cls));
     return p;
+  } else if (g_hardened && cached && depot_holds_uncached(cls)) {
+    // Hardened mode without a cache: the depot's blocks first, their marks
+    // checked (core/free.cc: depot_keep).
+    void* slot[2];  // a cache bin's pair (thread_cache.h)
+    if (depot_take(cls, slot, 1) == 1) {
+      void* p = slot[0];
+      medium_take(static_cast<Extent*>(slot[1]));
+      small::take_marked(p, small::class_size(cls));
+      count_bytes(small::class_size(cls), 0);
+      if (zero) std::memset(p, 0, small::class_size(cls));
+      return p;
+    }
   }
   void* p = medium_from_chunks(cls, kPage, zero);
   if (p) count_bytes(small::class_size(cls), 0);

@@ -115,7 +115,7 @@ void flush_objects(size_t cls, void** items, size_t n) {
 }
 
 void medium_to_chunks(Extent* e) noexcept {
-  if (kHardened) small::take_marked(ptr(e->base), small::class_size(e->size_class));
+  if (g_hardened) small::take_marked(ptr(e->base), small::class_size(e->size_class));
   medium_take(e);
   rt().chunks.free(e);  // dirty, for the next user or for decay
 }

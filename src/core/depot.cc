@@ -18,6 +18,9 @@ namespace {
 // The classes with a depot: up to 64 KiB, where the chunk layer's cost per
 // block is large against writing the block.
 constexpr size_t kDepotMaxSize = 64 * 1024;
+// Hardened mode's threads without a cache keep blocks of the classes up to
+// here (depot_holds_uncached).
+constexpr size_t kDepotMaxSizeUncached = 256 * 1024;
 // Bytes a class's depot holds at most, as blocks: from 4 to kDepotSlots.
 constexpr size_t kDepotBytes = 512 * 1024;
 constexpr size_t kDepotSlots = 32;
@@ -26,6 +29,7 @@ constexpr size_t kDepotSlots = 32;
 // layer: a class whose blocks are freed but seldom allocated again -- the
 // old blocks of buffers grown by realloc -- keeps none for long.
 constexpr uint32_t kDepotPeriod = 16;
+constexpr uint32_t kDepotUncachedSlots = 2;
 
 struct Depot {
   Mutex lock;
@@ -36,18 +40,26 @@ struct Depot {
   Extent* blocks[kDepotSlots] = {};  // the oldest first
 };
 
-constexpr size_t depot_classes() {
+constexpr size_t depot_classes(size_t max_size) {
   size_t n = 0;
-  while (small::kNumSmall + n < small::kNumClasses && small::kClasses.size[small::kNumSmall + n] <= kDepotMaxSize) n++;
+  while (small::kNumSmall + n < small::kNumClasses && small::kClasses.size[small::kNumSmall + n] <= max_size) n++;
   return n;
 }
-constexpr size_t kDepotClasses = depot_classes();
+constexpr size_t kDepotClasses = depot_classes(kDepotMaxSizeUncached);  // depots made
+constexpr size_t kCacheDepotClasses = depot_classes(kDepotMaxSize);     // what caches use
 
 // One per class with a depot, from the first medium class on.
 Depot g_depots[kDepotClasses];
 std::atomic<size_t> g_depot_bytes{0};
 
+std::atomic<bool> g_depot_on{false};
+
+// Blocks a depot of class cls holds at most. Before the caches use the
+// depots (depot_enable), only hardened mode's threads without a cache put
+// blocks there, so that the hand-out checks their marks: two are enough for
+// that, and keep what waits there small.
 uint32_t depot_cap(size_t cls) noexcept {
+  if (!g_depot_on.load(std::memory_order_relaxed)) return kDepotUncachedSlots;
   const size_t n = kDepotBytes / small::class_size(cls);
   return static_cast<uint32_t>(n < 4 ? 4 : n > kDepotSlots ? kDepotSlots : n);
 }
@@ -96,15 +108,17 @@ void give_back(size_t cls, Extent** blocks, size_t n) noexcept {
   for (size_t i = 0; i < n; i++) medium_to_chunks(blocks[i]);
 }
 
-std::atomic<bool> g_depot_on{false};
-
 }  // namespace
 
 void depot_enable(bool on) noexcept { g_depot_on.store(on, std::memory_order_relaxed); }
 
 bool depot_holds(size_t cls) noexcept {
-  return cls >= small::kNumSmall && cls < small::kNumSmall + kDepotClasses &&
+  return cls >= small::kNumSmall && cls < small::kNumSmall + kCacheDepotClasses &&
          g_depot_on.load(std::memory_order_relaxed);
+}
+
+bool depot_holds_uncached(size_t cls) noexcept {
+  return cls >= small::kNumSmall && cls < small::kNumSmall + kDepotClasses;
 }
 
 size_t depot_put(size_t cls, void** items, size_t n) noexcept {

@@ -30,6 +30,9 @@ namespace ductile::core {
 // neighbour grows into them (churn, a compiler-like single thread, peaked
 // 4 % higher with a depot, medium-cycle 3 %).
 bool depot_holds(size_t cls) noexcept;
+// Whether class cls has a depot for hardened mode's threads without a cache
+// (core/free.cc: depot_keep): the classes up to 256 KiB, from the start.
+bool depot_holds_uncached(size_t cls) noexcept;
 void depot_enable(bool on = true) noexcept;  // false: for tests
 // Takes the first of the n medium blocks of class cls in `items` (a cache
 // bin's slots: address and extent pairs) that the depot has room for;

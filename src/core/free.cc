@@ -6,6 +6,7 @@
 
 #include "core/alloc.h"
 #include "core/cache.h"
+#include "core/depot.h"
 #include "core/fallback_heap.h"
 #include "core/place.h"
 #include "small/seal.h"
@@ -46,6 +47,22 @@ ThreadCache* cache_for_free() {
   return create_cache();
 }
 
+// Hardened mode, a thread without a cache (hardened:true alone has none):
+// the medium block p (extent e), marked freed, waits in the depot of its
+// class, as a cache's would, where it has one, so that its hand-out or its
+// way back to the chunk layer checks the mark (take_marked): a write after
+// free is found. False where the depot did not take it.
+bool depot_keep(void* p, Extent* e) {
+  const size_t cls = e->size_class;
+  if (!depot_holds_uncached(cls)) return false;
+  (void)medium_put(e);
+  e->lg_align = 0;
+  void* slot[2] = {p, e};  // a cache bin's pair (thread_cache.h)
+  if (depot_put(cls, slot, 1) == 1) return true;
+  medium_take(e);
+  return false;
+}
+
 // A freed small or medium block goes into the calling thread's cache (a full
 // cache bin first gives back its older half); without a cache, straight back.
 // `cached` false (MALLOCX_TCACHE_NONE): straight back in any case.
@@ -70,7 +87,7 @@ void cache_push(void* p, Extent* e, bool cached) {
     count_bytes(0, small::class_size(cls));
     if (small::is_small_class(cls)) {
       small::Bin::flush_to_owners(rt().chunks, &p, 1);
-    } else {
+    } else if (!(g_hardened && cached && depot_keep(p, e))) {
       make_background_before(e->size);
       rt().chunks.free(e);
     }
