@@ -32,7 +32,7 @@ constexpr uint32_t kDepotPeriod = 16;
 constexpr uint32_t kDepotUncachedSlots = 2;
 
 struct Depot {
-  Mutex lock;
+  Mutex own_lock;  // the lock of a class the caches use (lock_of)
   uint32_t count = 0;
   uint32_t low = 0;  // the fewest blocks held since the period began
   uint32_t ops = 0;  // puts and takes since then
@@ -50,6 +50,16 @@ constexpr size_t kCacheDepotClasses = depot_classes(kDepotMaxSize);     // what 
 
 // One per class with a depot, from the first medium class on.
 Depot g_depots[kDepotClasses];
+// The depots past the caches' classes (hardened mode's threads without a
+// cache use them, rarely at once) share one lock: fork's prepare handler
+// holds every depot's lock with every bin's, and each one more held lock
+// counts (ThreadSanitizer's deadlock detector stops at 64 held at once).
+Mutex g_uncached_lock;
+
+Mutex& lock_of(Depot& d) noexcept {
+  const size_t i = static_cast<size_t>(&d - g_depots);
+  return i < kCacheDepotClasses ? d.own_lock : g_uncached_lock;
+}
 std::atomic<size_t> g_depot_bytes{0};
 
 std::atomic<bool> g_depot_on{false};
@@ -128,7 +138,7 @@ size_t depot_put(size_t cls, void** items, size_t n) noexcept {
   uint32_t nout;
   size_t took = 0;
   {
-    LockGuard g(d.lock);
+    LockGuard g(lock_of(d));
     uint32_t count = d.count;
     for (const uint32_t cap = depot_cap(cls); took < n && count < cap; took++)
       d.blocks[count++] = static_cast<Extent*>(small::medium_block_extent(b, took));
@@ -146,7 +156,7 @@ size_t depot_take(size_t cls, void** items, size_t n) noexcept {
   uint32_t nout;
   size_t got = 0;
   {
-    LockGuard g(d.lock);
+    LockGuard g(lock_of(d));
     uint32_t count = d.count;
     for (; got < n && count != 0; got++) {
       Extent* e = d.blocks[--count];  // the newest first
@@ -167,7 +177,7 @@ bool depot_step(bool all) noexcept {
     Extent* out[kDepotSlots];
     uint32_t n = 0;
     {
-      LockGuard g(d.lock);
+      LockGuard g(lock_of(d));
       if (all || !d.used) {
         n = d.count;
         take_oldest(d, cls, out, n);
@@ -185,15 +195,18 @@ bool depot_step(bool all) noexcept {
 size_t depot_bytes() noexcept { return g_depot_bytes.load(std::memory_order_relaxed); }
 
 void depot_prefork() noexcept {
-  for (Depot& d : g_depots) d.lock.lock();
+  for (size_t i = 0; i < kCacheDepotClasses; i++) g_depots[i].own_lock.lock();
+  g_uncached_lock.lock();
 }
 
 void depot_postfork_parent() noexcept {
-  for (Depot& d : g_depots) d.lock.unlock();
+  g_uncached_lock.unlock();
+  for (size_t i = 0; i < kCacheDepotClasses; i++) g_depots[i].own_lock.unlock();
 }
 
 void depot_postfork_child() noexcept {
-  for (Depot& d : g_depots) d.lock.reinit_after_fork();
+  for (size_t i = 0; i < kCacheDepotClasses; i++) g_depots[i].own_lock.reinit_after_fork();
+  g_uncached_lock.reinit_after_fork();
 }
 
 }  // namespace ductile::core

@@ -114,17 +114,20 @@ bool Os::probe_scratch_once() noexcept {
   uint8_t state = kUnprobed;
   if (!scratch_probe_.compare_exchange_strong(state, kProbing, std::memory_order_acquire))
     return state == kProbed;
-  probe_scratch();
-  scratch_probe_.store(kProbed, std::memory_order_release);
-  return true;
+  const bool probed = probe_scratch();
+  scratch_probe_.store(probed ? kProbed : kUnprobed, std::memory_order_release);
+  return probed;
 }
 
-void Os::probe_scratch() noexcept {
+bool Os::probe_scratch() noexcept {
   const KeepErrno keep;  // see common.h: errno is the caller's
   // Two scratch pages: the kernel's answers about them are the feature set.
+  // Refused (at the mapping limit, or out of commit charge under strict
+  // overcommit: a late probe can meet either), the caller goes on without
+  // the features, and a later call asks again.
   count(Call::kMmap);
   void* scratch = kernel_.mmap(nullptr, 2 * kPage, kRw, MAP_PRIVATE | MAP_ANONYMOUS);
-  if (scratch == MAP_FAILED) return;  // everything stays off: the plain paths still work
+  if (scratch == MAP_FAILED) return false;
   static_cast<char*>(scratch)[0] = 1;
 
   count(Call::kMadvise);
@@ -135,6 +138,7 @@ void Os::probe_scratch() noexcept {
 
   count(Call::kMunmap);
   (void)kernel_.munmap(scratch, 2 * kPage);
+  return true;
 }
 
 void Os::probe_batch_purge(void* scratch) noexcept {

@@ -201,7 +201,7 @@ class Os {
   const Features& features() const noexcept { return features_; }
   // (Not for a thread that may race another's first purge: tests, stats.)
   const Features& probed_features() noexcept {
-    while (!ensure_probed()) sched_yield();
+    while (!ensure_probed() && scratch_probe_.load(std::memory_order_acquire) == kProbing) sched_yield();
     return features_;
   }
   // Whether guards are guard markers: one has been taken (normal mode).
@@ -216,14 +216,16 @@ class Os {
   void probe() noexcept;
   // The probes on a scratch mapping, once, at the first call that needs
   // them (scratch_probe_: kUnprobed, kProbing while one thread runs them,
-  // then kProbed). False while another thread (or the code a signal
-  // interrupted) is probing: the caller does without the probed features
-  // and reads none of them, rather than wait.
+  // then kProbed, or kUnprobed again where the scratch mapping was
+  // refused). False while another thread (or the code a signal
+  // interrupted) is probing, or where the probe could not be made: the
+  // caller does without the probed features and reads none of them,
+  // rather than wait.
   bool ensure_probed() noexcept {
     return DUCTILE_LIKELY(scratch_probe_.load(std::memory_order_acquire) == kProbed) || probe_scratch_once();
   }
   bool probe_scratch_once() noexcept;
-  void probe_scratch() noexcept;
+  bool probe_scratch() noexcept;
   void probe_batch_purge(void* scratch) noexcept;
   // Always counted, even with --disable-stats: one relaxed add beside a
   // system call costs nothing measurable, and tests assert on the counts.

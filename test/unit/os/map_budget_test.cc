@@ -51,6 +51,7 @@ TEST(OsMapLimit, DecommitRefusedForTheLimitPurgesInstead) {
   k.overcommit = "2\n";
   k.map_limit = 10000;  // (a count comes after hundreds of calls)
   Os os(k);
+  (void)os.probed_features();  // the probes' scratch mapping, before the limit
   char* p = static_cast<char*>(os.reserve(8 * kPage));
   ASSERT_NE(p, nullptr);
   ASSERT_TRUE(os.commit(p, 8 * kPage));

@@ -414,6 +414,29 @@ TEST(OsFork, ChildReprobesItsOwnPidfd) {
   EXPECT_EQ(k.count(Sys::kPidfdOpen), 2u);
 }
 
+// A probe made late can find its scratch mapping refused (at the mapping
+// limit, or out of commit charge): that purge is done without the probed
+// features, and the next one asks again.
+TEST(OsProbe, ARefusedScratchMappingIsAskedForAgain) {
+  FakeKernel k;
+  Os os(k);
+  char* p = scratch(2);
+  Range r{p, kPage};
+  k.fail(Sys::kMmap, ENOMEM);
+  EXPECT_EQ(os.purge(&r, 1, Advice::kFree), 1u);
+  EXPECT_TRUE(all_zero(p, kPage));  // MADV_DONTNEED: the probe told nothing
+  EXPECT_EQ(k.count(Sys::kMmap), 1u);
+  EXPECT_EQ(k.count(Sys::kMadvise), 1u);
+  p[0] = 'y';
+  EXPECT_EQ(os.purge(&r, 1), 1u);
+  EXPECT_EQ(k.count(Sys::kMmap), 2u);  // asked again, and mapped
+  EXPECT_EQ(k.count(Sys::kMunmap), 1u);
+  EXPECT_TRUE(os.features().madv_free);
+  EXPECT_TRUE(os.features().batch_purge);
+  EXPECT_EQ(p[0], 0);
+  ::munmap(p, 2 * kPage);
+}
+
 // Threads that make their first purges at once: one of them probes, once;
 // every purge is done, with or without the probed features.
 TEST(OsProbe, ConcurrentFirstPurgesProbeOnce) {
