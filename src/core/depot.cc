@@ -15,11 +15,12 @@ using chunk::Extent;
 
 namespace {
 
-// The classes with a depot: up to 64 KiB, where the chunk layer's cost per
-// block is large against writing the block.
+// The classes whose depot the caches use: up to 64 KiB, where the chunk
+// layer's cost per block is large against writing the block.
 constexpr size_t kDepotMaxSize = 64 * 1024;
 // Hardened mode's threads without a cache keep blocks of the classes up to
-// here (depot_holds_uncached).
+// here (depot_holds_uncached): two a class before the caches use the
+// depots, at most about 3 MiB in all.
 constexpr size_t kDepotMaxSizeUncached = 256 * 1024;
 // Bytes a class's depot holds at most, as blocks: from 4 to kDepotSlots.
 constexpr size_t kDepotBytes = 512 * 1024;

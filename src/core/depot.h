@@ -17,6 +17,11 @@
 // 16 puts and takes (its low-water mark), everything that lay there
 // untouched for a whole background step (a quarter of the decay time), and
 // everything at trim.
+//
+// Hardened mode's threads without a cache (hardened:true alone has none)
+// keep their freed medium blocks of up to 256 KiB there too, marked, so
+// that the next hand-out or the way back to the chunk layer checks the
+// mark (core/free.cc: depot_keep).
 #pragma once
 
 #include <cstddef>
