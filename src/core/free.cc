@@ -76,8 +76,8 @@ void cache_push(void* p, Extent* e, bool cached) {
   ThreadCache* tc = cached ? cache_for_free() : nullptr;
   // Into a cache or straight into a bin, it is freed (small::take_marked),
   // and maybe filled: a sample of a thread cache's frees, or (hardened:true
-  // alone, no caches) every small one (a medium block goes straight back to
-  // the chunk layer, which hands it out unchecked).
+  // alone, no caches) every small one (a medium block waits in its class's
+  // depot where it has one: depot_keep).
   if (g_hardened) {
     const bool fill =
         tc != nullptr ? fill_due(tc) : !kHardened && small::is_small_class(cls) && rt().opts.freed_fill != 0;

@@ -174,16 +174,12 @@ void Os::after_fork_in_child() noexcept {
     return;
   }
   if (features_.self_pidfd >= 0) {
-    // The inherited pidfd names the parent. Drop it and re-probe on a scratch page.
+    // The inherited pidfd names the parent. Drop it; the child's first purge
+    // probes again, as a new process's does.
     kernel_.close(features_.self_pidfd);
     features_.self_pidfd = -1;
     features_.batch_purge = false;
-    count(Call::kMmap);
-    void* scratch = kernel_.mmap(nullptr, 2 * kPage, kRw, MAP_PRIVATE | MAP_ANONYMOUS);
-    if (scratch == MAP_FAILED) return;
-    probe_batch_purge(scratch);
-    count(Call::kMunmap);
-    (void)kernel_.munmap(scratch, 2 * kPage);
+    scratch_probe_.store(kUnprobed, std::memory_order_relaxed);
   }
 }
 

@@ -209,7 +209,8 @@ class Os {
   Counters& counters() noexcept { return counters_; }
   const Counters& counters() const noexcept { return counters_; }
 
-  // After fork(): a cached pidfd names the parent, so the child re-probes.
+  // After fork(): a cached pidfd names the parent: the child drops it, and
+  // its first purge probes again.
   void after_fork_in_child() noexcept;
 
  private:
