@@ -96,6 +96,7 @@ test_unit_core_test_SOURCES = \
 	test/unit/core/startup_test.cc \
 	test/unit/core/free_test.cc \
 	test/unit/core/cache_test.cc \
+	test/unit/core/cache_depth_test.cc \
 	test/unit/core/depot_test.cc \
 	test/unit/core/fork_test.cc \
 	test/unit/core/control_test.cc \

@@ -61,7 +61,8 @@ void* alloc_class(size_t cls, bool zero, bool cached) {
   ThreadCache* tc = cached ? cache() : nullptr;
   if (tc) {
     small::CacheBin& b = tc->bins[cls];
-    const size_t refill = small::cache_cap(cls) > 1 ? small::cache_cap(cls) / 2 : 1;  // half a bin
+    if (b.count == 0 && small::is_small_class(cls)) adapt_depth(tc, cls, true);
+    const size_t refill = b.limit > 1 ? b.limit / 2 : 1;  // half a bin
     if (b.count == 0 && small::is_small_class(cls)) {
       b.count = static_cast<uint32_t>(rt().bins[tc->bin_set][cls].fill(b.items, refill));
       start_helper_if_asked();

@@ -120,15 +120,87 @@ void medium_to_chunks(Extent* e) noexcept {
   rt().chunks.free(e);  // dirty, for the next user or for decay
 }
 
-// A full cache bin gives back its older half.
-void flush_half(ThreadCache* tc, size_t cls) {
-  small::CacheBin& b = tc->bins[cls];
-  const size_t cap = small::cache_cap(cls);
-  size_t n = cap > 1 ? cap / 2 : 1;
+// Gives back the oldest n blocks of a cache bin.
+static void flush_oldest(small::CacheBin& b, size_t cls, size_t n) {
   flush_objects(cls, b.items, n);
   const size_t slots = small::detail::slots_per_block(cls);
   std::memmove(b.items, b.items + n * slots, (b.count - n) * slots * sizeof(void*));
   b.count = static_cast<uint32_t>(b.count - n);
+}
+
+// A full cache bin gives back its older half.
+void flush_half(ThreadCache* tc, size_t cls) {
+  small::CacheBin& b = tc->bins[cls];
+  flush_oldest(b, cls, b.limit > 1 ? b.limit / 2 : 1);
+}
+
+// ---- a small bin's depth (small::kDepthGrowth) --------------------------
+// A batch of n blocks of one size, allocated and then freed, with n past a
+// bin's depth: every batch empties the bin (a fill from the bin's slabs,
+// under their lock) and fills it up again (a flush), each of them a
+// half-bin of blocks put one by one into their slabs' bitmaps. A bin that
+// turns from a fill to a flush, or back, within a bin's worth of the
+// thread's calls is such a batch -- a random mix of allocations and frees
+// needs many times that to cross the half-bin between -- and doubles its
+// depth, so that a batch of up to kDepthGrowth times its base depth lies in
+// the cache whole. The pace is measured in the bytes of the thread's calls
+// (allocated + deallocated), all classes together: other classes' calls in
+// between only make the bin seem slower. One whose fills and flushes come
+// kSlowerSpans bins' worth apart goes back to its base depth.
+namespace {
+
+constexpr uint64_t kSlowerSpans = 8;
+
+// Bin cls back to its base depth: its blocks past half of it go back.
+void base_depth(ThreadCache* tc, size_t cls) {
+  small::CacheBin& b = tc->bins[cls];
+  const uint32_t cap = small::cache_cap(cls);
+  if (b.count > cap / 2) flush_oldest(b, cls, b.count - cap / 2);
+  tc->deep_bytes -= size_t{b.limit - cap} * small::class_size(cls);
+  b.limit = cap;
+}
+
+void deepen(ThreadCache* tc, size_t cls) {
+  small::CacheBin& b = tc->bins[cls];
+  const size_t more = size_t{b.limit} * small::class_size(cls);
+  if (tc->deep_bytes + more > small::kDepthBudget) {
+    // The others' growth goes back first: the latest bouncing class gets it.
+    for (size_t c = 0; c < small::kNumSmall; c++)
+      if (c != cls && tc->bins[c].limit > small::cache_cap(c)) base_depth(tc, c);
+    if (tc->deep_bytes + more > small::kDepthBudget) return;
+  }
+  if (tc->deep == nullptr) {
+    void* mem = rt().chunks.meta().alloc(small::kDeepSlots * sizeof(void*), kPage);
+    if (mem == nullptr) return;  // no growth, then
+    tc->deep = static_cast<void**>(mem);
+  }
+  void** slots = tc->deep + small::detail::deep_offset(cls);
+  if (b.items != slots) {
+    std::memcpy(slots, b.items, b.count * sizeof(void*));
+    b.items = slots;
+  }
+  tc->deep_bytes += more;
+  b.limit *= 2;
+}
+
+}  // namespace
+
+void adapt_depth(ThreadCache* tc, size_t cls, bool fill) noexcept {
+  if (!kStats) return;  // no count of the thread's calls to pace it by
+  small::CacheBin& b = tc->bins[cls];
+  const uint64_t now = tc->allocated + tc->deallocated + 1;  // depth_at's 0: no fill or flush yet
+  const uint64_t was = tc->depth_at[cls];
+  const uint64_t bit = uint64_t{1} << cls;
+  const bool turned = was != 0 && ((tc->depth_filled & bit) != 0) != fill;
+  tc->depth_at[cls] = now;
+  tc->depth_filled = fill ? tc->depth_filled | bit : tc->depth_filled & ~bit;
+  const uint64_t span = uint64_t{b.limit} * small::class_size(cls);
+  const uint32_t cap = small::cache_cap(cls);
+  if (turned && now - was <= span + span / 2) {
+    if (b.limit < cap * small::kDepthGrowth) deepen(tc, cls);
+  } else if (b.limit > cap && now - was > kSlowerSpans * span) {
+    base_depth(tc, cls);
+  }
 }
 
 void flush_all(ThreadCache* tc) {

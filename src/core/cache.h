@@ -34,6 +34,10 @@ void flush_objects(size_t cls, void** items, size_t n);
 void medium_to_chunks(chunk::Extent* e) noexcept;
 // A full cache bin gives back its older half.
 void flush_half(small::ThreadCache* tc, size_t cls);
+// A small class's bin is about to fill (empty) or flush (full): it may
+// double its depth, or go back to its base one, by the pace of its fills
+// and flushes (small::kDepthGrowth).
+void adapt_depth(small::ThreadCache* tc, size_t cls, bool fill) noexcept;
 void flush_all(small::ThreadCache* tc);
 void retire_cache(small::ThreadCache* tc);
 // Parked caches (thread_exit): at most kMaxParked, each adopted whole by the

@@ -43,14 +43,34 @@ constexpr size_t total_slots() {
 
 inline constexpr size_t kCacheSlots = detail::total_slots();
 
-// Blocks the cache bin of class cls holds.
+// Blocks the cache bin of class cls holds (its base depth: a small class's
+// bin may hold more for a while, see kDepthGrowth).
 DUCTILE_ALWAYS_INLINE uint16_t cache_cap(size_t cls) { return detail::cache_slots_for(kClasses.size[cls]); }
+
+// A small class's bin that bounces -- filled empty, then full again within
+// one bin's worth of the thread's calls, or the other way round -- doubles
+// its depth (`limit`), up to kDepthGrowth times cache_cap, while the thread's
+// bins together hold at most kDepthBudget bytes past their base depths; one
+// whose fills and flushes come at a slower pace goes back to cache_cap
+// (core/cache.cc: adapt_depth). A grown bin's slots are in the record's
+// second array (`deep`), kDeepSlots, made at the thread's first growth.
+inline constexpr uint32_t kDepthGrowth = 4;
+inline constexpr size_t kDepthBudget = size_t{1} << 20;
+namespace detail {
+// Where class cls's slots begin in the second array.
+constexpr size_t deep_offset(size_t cls) {
+  size_t n = 0;
+  for (size_t c = 0; c < cls; c++) n += cache_slots_for(kClasses.size[c]) * kDepthGrowth;
+  return n;
+}
+}  // namespace detail
+inline constexpr size_t kDeepSlots = detail::deep_offset(kNumSmall);
 
 // 16 bytes, so that a bin is found with one shift.
 struct CacheBin {
   void** items;   // stack: the newest block last (items[count-1] if small)
   uint32_t count;
-  uint32_t limit; // free() pushes while count < limit (the bin's cache_cap)
+  uint32_t limit; // free() pushes while count < limit (the bin's depth: cache_cap, or more)
   // (count and limit are in blocks; a medium block takes two slots.)
 };
 static_assert(sizeof(CacheBin) == 16);
@@ -127,6 +147,15 @@ struct ThreadCache {
   // the next thread; still on the live list. park_next links the parked.
   ThreadCache* park_next = nullptr;
   bool park_seen = false;  // a background step has seen it parked
+  // The bins' depths (kDepthGrowth): the second array of slots (kDeepSlots,
+  // nullptr until the first growth; it stays with the record), the bytes
+  // the grown bins may hold past their base depths, and for each small
+  // class the thread's traffic (allocated + deallocated) at its bin's last
+  // fill or flush, and whether that was a fill (bit cls of depth_filled).
+  void** deep = nullptr;
+  size_t deep_bytes = 0;
+  uint64_t depth_filled = 0;
+  uint64_t depth_at[kNumSmall];
   void* slots[kCacheSlots];
 
   void init() noexcept {
@@ -137,6 +166,7 @@ struct ThreadCache {
       bins[c].limit = cache_cap(c);
       off += bins[c].limit * detail::slots_per_block(c);
     }
+    deep_bytes = 0;
     reset_counters();
   }
   // A new thread's counters, for a record made or adopted parked (whose
@@ -147,7 +177,10 @@ struct ThreadCache {
     prof_at = UINT64_MAX;
     fill_countdown = 1;
     fill_rng = 0;
+    depth_filled = 0;
+    for (uint64_t& t : depth_at) t = 0;
   }
 };
+static_assert(kNumSmall <= 64, "depth_filled has a bit per small class");
 
 }  // namespace ductile::small
