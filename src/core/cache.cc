@@ -76,6 +76,7 @@ ThreadCache* create_cache() {
       g_live_caches->prev = tc;
       depot_enable();  // a second thread with a cache
     }
+    if (depot_holds(small::kNumSmall)) tc->deepen_medium();  // before the collection can scan it
     g_live_caches = tc;
   }
   if (kProf) tc->prof_at = prof::initial_at();

@@ -22,9 +22,6 @@ constexpr size_t kDepotMaxSize = 64 * 1024;
 // here (depot_holds_uncached): two a class before the caches use the
 // depots, at most about 3 MiB in all.
 constexpr size_t kDepotMaxSizeUncached = 256 * 1024;
-// Bytes a class's depot holds at most, as blocks: from 4 to kDepotSlots.
-constexpr size_t kDepotBytes = 512 * 1024;
-constexpr size_t kDepotSlots = 32;
 // A depot's period, in puts and takes. At its end the blocks that lay at
 // its bottom throughout (below its low-water mark) go back to the chunk
 // layer: a class whose blocks are freed but seldom allocated again -- the

@@ -11,7 +11,7 @@
 // blocks of 24 KiB cost 116 ns a block against mimalloc's 23. The depot
 // keeps them as they were in the cache: active extents marked cached
 // (chunk::Extent::cached, so a second free of one is still caught), taken
-// and given in batches under one lock per class. It holds at most 512 KiB
+// and given in batches under one lock per class. It holds at most 1 MiB
 // of a class (from 4 to 32 blocks), and gives back to the chunk layer --
 // dirty, for decay -- the blocks that lay at its bottom through a period of
 // 16 puts and takes (its low-water mark), everything that lay there
@@ -27,6 +27,10 @@
 #include <cstddef>
 
 namespace ductile::core {
+
+// Bytes a class's depot holds at most, as blocks: from 4 to kDepotSlots.
+inline constexpr size_t kDepotBytes = 1024 * 1024;
+inline constexpr size_t kDepotSlots = 32;
 
 // Whether class cls (a medium one) has a depot. Only once the process has
 // had two threads with caches (depot_enable): a single thread does not

@@ -23,7 +23,7 @@ namespace {
 
 using small::class_of;
 
-constexpr size_t kSize = 24 * 1024;  // a medium class with a depot, eight per cache
+constexpr size_t kSize = 24 * 1024;  // a medium class with a depot, 8 or 16 per cache
 // The request for a block of kSize (a hardened build's, less its seal:
 // small/seal.h), and for a 64 KiB one.
 constexpr size_t kAsk = test::request_for_block(kSize);
@@ -52,6 +52,14 @@ std::vector<void*> take(size_t n, size_t size = kAsk) {
   return v;
 }
 
+// The blocks of kSize that the calling thread's cache holds (made now if
+// it has none): 16 in a thread made once the process has had two threads
+// with caches, 8 before.
+size_t kept() {
+  ductile_free(ductile_malloc(kAsk));
+  return core::own_cache()->bins[class_of(kSize)].limit;
+}
+
 // Batches of n blocks taken and freed again, until the depot holds what
 // the class is seen to need.
 void in_demand(size_t n, size_t size = kAsk) {
@@ -59,22 +67,24 @@ void in_demand(size_t n, size_t size = kAsk) {
     for (void* p : take(n, size)) ductile_free(p);
 }
 
-// Freeing 24 blocks of 24 KiB at once (a batch, or a thread's exit) and
-// taking 24 again made 16 chunk-layer frees and 16 allocations, about 1 900
-// instructions each; through the depot it makes none. (The process has
-// two threads with caches: this one's and the main thread's.)
+// Freeing 16 blocks of 24 KiB past a full cache at once (a batch, or a
+// thread's exit) and taking them again made 16 chunk-layer frees and 16
+// allocations, about 1 900 instructions each; through the depot it makes
+// none. (The process has two threads with caches: this one's and the main
+// thread's; this one's, made after both, holds 16 of them, not 8.)
 TEST(Depot, ABatchBeyondTheCachePassesThroughTheDepot) {
   ASSERT_TRUE(core::ensure_ready());
   ASSERT_EQ(small::cache_cap(class_of(kSize)), 8u);
   quietly([] {
-    in_demand(24);  // this thread's cache is made: a second one
+    EXPECT_EQ(kept(), 16u);  // this thread's cache is made: a second one
     ASSERT_TRUE(core::depot_holds(class_of(kSize)));
-    std::vector<void*> v = take(24);
+    in_demand(kept() + 16);
+    std::vector<void*> v = take(kept() + 16);
     const chunk::ChunkStats before = core::rt().chunks.stats();
     for (void* p : v) ductile_free(p);
     EXPECT_EQ(core::depot_bytes(), 16 * kSize);
     for (void* p : v) EXPECT_NE(core::rt().chunks.lookup(p)->cached, 0u);  // still "in a cache"
-    std::vector<void*> again = take(24);
+    std::vector<void*> again = take(v.size());
     EXPECT_EQ(core::depot_bytes(), 0u);
     std::sort(v.begin(), v.end());
     std::sort(again.begin(), again.end());
@@ -86,21 +96,24 @@ TEST(Depot, ABatchBeyondTheCachePassesThroughTheDepot) {
   });
 }
 
-// A class's depot holds at most 512 KiB (from 4 to 32 blocks), however
-// much in demand; the rest goes back to the chunk layer as before.
+// A class's depot holds at most core::kDepotBytes (from 4 to kDepotSlots
+// blocks), however much in demand; the rest goes back to the chunk layer as
+// before.
 TEST(Depot, HoldsABoundedNumberOfBlocksPerClass) {
   ASSERT_TRUE(core::ensure_ready());
   quietly([] {
     in_demand(200);
+    ASSERT_GT(core::depot_bytes(), 0u);
+    (void)core::depot_step(true);  // a period starts empty
     std::vector<void*> v = take(200);
     const uint64_t frees = core::rt().chunks.stats().frees;
     for (void* p : v) ductile_free(p);
     const size_t held = core::depot_bytes() / kSize;
-    EXPECT_EQ(held, (512 * 1024) / kSize);
-    EXPECT_EQ(core::rt().chunks.stats().frees - frees, 200 - 8 - held);
-    in_demand(10, kAsk64);  // the largest class with a depot: 8 blocks at most
+    EXPECT_EQ(held, std::min(core::kDepotBytes / kSize, core::kDepotSlots));
+    EXPECT_EQ(core::rt().chunks.stats().frees - frees, 200 - kept() - held);
+    in_demand(30, kAsk64);  // the largest class with a depot: 16 blocks at most
     EXPECT_GT(core::depot_bytes(), held * kSize);
-    EXPECT_LE(core::depot_bytes(), held * kSize + 8 * 64 * 1024);
+    EXPECT_LE(core::depot_bytes(), held * kSize + 16 * 64 * 1024);
     EXPECT_FALSE(core::depot_holds(class_of(80 * 1024)));
   });
   (void)core::depot_step(true);
@@ -112,23 +125,24 @@ TEST(Depot, HoldsABoundedNumberOfBlocksPerClass) {
 TEST(Depot, BlocksUntouchedThroughAPeriodGoBack) {
   ASSERT_TRUE(core::ensure_ready());
   quietly([] {
-    in_demand(16);
+    in_demand(kept() + 8);
     (void)core::depot_step(true);  // a period starts empty
-    std::vector<void*> v = take(16);
+    std::vector<void*> v = take(kept() + 8);
     for (void* p : v) ductile_free(p);  // v[0..7] to the depot, the rest kept in the cache
     ASSERT_EQ(core::depot_bytes(), 8 * kSize);
     for (size_t i = 0; i < 8; i++) ASSERT_NE(core::rt().chunks.lookup(v[i])->cached, 0u);
-    // 160 more blocks freed, made past the caches (a class's sink): 40
-    // puts, and the depot never below its 8 first blocks meanwhile. The
-    // first period had begun empty; the second began with them.
+    // Blocks made past the caches (a class's sink) and freed: 40 puts of
+    // half a cache bin, and the depot never below its 8 first blocks
+    // meanwhile. The first period had begun empty; the second began with
+    // them.
     std::vector<void*> sink;
-    for (int i = 0; i < 160; i++) sink.push_back(ductile_mallocx(kAsk, MALLOCX_TCACHE_NONE));
+    for (size_t i = 0; i < 40 * (kept() / 2); i++) sink.push_back(ductile_mallocx(kAsk, MALLOCX_TCACHE_NONE));
     for (void* p : sink) ductile_free(p);
     for (size_t i = 0; i < 8; i++) {
       const chunk::Extent* e = core::rt().chunks.lookup(v[i]);
       EXPECT_TRUE(e == nullptr || e->state != chunk::ExtentState::kActive || e->cached == 0) << i;
     }
-    EXPECT_LE(core::depot_bytes(), (512 * 1024) / kSize * kSize);
+    EXPECT_LE(core::depot_bytes(), std::min(core::kDepotBytes / kSize, core::kDepotSlots) * kSize);
   });
 }
 
@@ -147,7 +161,7 @@ TEST(Depot, NoneWhileOneThreadHasACache) {
     const uint64_t frees = core::rt().chunks.stats().frees;
     for (void* p : v) ductile_free(p);
     EXPECT_EQ(core::depot_bytes(), 0u);
-    EXPECT_EQ(core::rt().chunks.stats().frees - frees, 16u);
+    EXPECT_EQ(core::rt().chunks.stats().frees - frees, 24 - kept());
     core::depot_enable(true);
   });
 }
@@ -157,7 +171,7 @@ TEST(Depot, NoneWhileOneThreadHasACache) {
 TEST(Depot, AnIdleDepotGoesBackAtTheNextStepAndTrimEmptiesIt) {
   ASSERT_TRUE(core::ensure_ready());
   quietly([] {
-    in_demand(16);
+    in_demand(kept() + 8);
     ASSERT_EQ(core::depot_bytes(), 8 * kSize);
     const uint64_t frees = core::rt().chunks.stats().frees;
     const uint64_t purged = core::rt().os.counters().purged_bytes.load();
@@ -168,7 +182,7 @@ TEST(Depot, AnIdleDepotGoesBackAtTheNextStepAndTrimEmptiesIt) {
     EXPECT_EQ(core::rt().chunks.stats().frees - frees, 8u);
     EXPECT_EQ(core::rt().os.counters().purged_bytes.load(), purged);
     // Trim: at once, used or not.
-    in_demand(16);
+    in_demand(kept() + 8);
     ASSERT_EQ(core::depot_bytes(), 8 * kSize);
     ductile_trim();
     EXPECT_EQ(core::depot_bytes(), 0u);
@@ -182,8 +196,8 @@ TEST(Depot, AnIdleDepotGoesBackAtTheNextStepAndTrimEmptiesIt) {
 void free_from_the_depot() {
   core::depot_enable();
   (void)core::depot_step(true);
-  in_demand(16);
-  std::vector<void*> v = take(16);
+  in_demand(40);
+  std::vector<void*> v = take(40);
   for (void* p : v) ductile_free(p);
   if (core::depot_bytes() == 0) _exit(3);
   ductile_free(v[0]);  // the oldest: flushed, in the depot
