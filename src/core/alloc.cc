@@ -136,19 +136,17 @@ void* alloc_sampled(size_t size, size_t align, bool zero, bool growing, const Pl
 }
 
 // Whether a growing medium block of `usable` bytes goes to the dense space
-// (Runtime::growing_medium): where there is one, once kPlainGrowth bytes of
-// them have been made in plain space.
+// (Runtime::growing_medium): wherever there is one. The block counts
+// towards Runtime::growth_made.
 bool dense_for_growth(size_t usable) {
   Runtime& r = rt();
+  if (r.growth_made.load(std::memory_order_relaxed) < Runtime::kHugeGrowthAfter)
+    r.growth_made.fetch_add(usable, std::memory_order_relaxed);
   if (r.growing_medium == chunk::Space::kPlain) return false;
-  if (r.plain_growth.load(std::memory_order_relaxed) >= Runtime::kPlainGrowth) {
-    if (DUCTILE_UNLIKELY(!r.chunks.advised_now(chunk::Space::kDense)) &&
-        r.chunks.active_bytes() >= Runtime::kDenseAdviceAt)
-      r.chunks.set_dense_advice(true);
-    return true;
-  }
-  r.plain_growth.fetch_add(usable, std::memory_order_relaxed);
-  return false;
+  if (DUCTILE_UNLIKELY(!r.chunks.advised_now(chunk::Space::kDense)) &&
+      r.chunks.active_bytes() >= Runtime::kDenseAdviceAt)
+    r.chunks.set_dense_advice(true);
+  return true;
 }
 
 }  // namespace

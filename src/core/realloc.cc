@@ -89,14 +89,15 @@ namespace {
 
 // Whether realloc grows the medium block e to `size` as a huge block, below
 // the huge threshold: where e is in the dense space (a buffer grown from
-// small sizes, in a process past the first MiB of such) and `size` is at
-// least half the threshold. Its span's headroom then takes the next
-// doublings in place, and the copy at the threshold goes: half of what such
-// a buffer copied on its way up (1 MiB of 2). The cost, where it stops
-// growing there: its huge page, up to 1 MiB more resident than the block.
-// `old` is e's usable size.
+// small sizes), the process is past its first MiB of such
+// (Runtime::kHugeGrowthAfter), and `size` is at least half the threshold.
+// Its span's headroom then takes the next doublings in place, and the copy
+// at the threshold goes: half of what such a buffer copied on its way up
+// (1 MiB of 2). The cost, where it stops growing there: its huge page, up
+// to 1 MiB more resident than the block. `old` is e's usable size.
 bool grows_huge(const Extent* e, size_t old, size_t size) {
   if (e->kind != ExtentKind::kMedium || e->space == chunk::Space::kPlain) return false;
+  if (rt().growth_made.load(std::memory_order_relaxed) < Runtime::kHugeGrowthAfter) return false;
   const size_t threshold = huge_threshold();
   return size > old && size >= threshold / 2 && size < threshold;
 }

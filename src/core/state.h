@@ -69,21 +69,27 @@ class Runtime {
   // background thread's, and the bounded ones the allocator's calls take.
   small::Decay decay;
   // Where a medium block that replaces a smaller one (realloc growth) goes
-  // (dense_space), once the process has made kPlainGrowth bytes of
-  // them in plain space: a program that grows a buffer or two past 16 KiB
-  // does not pay a huge page for them (the dense space's first touch makes
-  // 2 MiB resident; churn's peak RSS went 75.9 -> 77.9 MiB without this).
-  // The dense space is advised as huge pages only once the process holds
-  // kDenseAdviceAt bytes (the chunk layer's active extents): before, its
-  // first touch made 2 MiB resident, and a program with 2 MB live that
-  // grows a hash table by realloc in each pass (about 4.3 MiB held) peaked
-  // at 6.6 MB instead of 4.6. (Keeping such growth in plain space instead
-  // put growing medium blocks beside recycled huge blocks, which then could
-  // not grow in place.)
+  // (dense_space). The dense space is advised as huge pages only once the
+  // process holds kDenseAdviceAt bytes (the chunk layer's active extents):
+  // before, its first touch made 2 MiB resident, and a program with 2 MB
+  // live that grows a hash table by realloc in each pass (about 4.3 MiB
+  // held) peaked at 6.6 MB instead of 4.6. With the advice waiting, the
+  // first growth goes there too: it used to be made in plain space up to a
+  // MiB, so that a program growing a buffer or two paid no huge page, and
+  // the tables that program grew there before the switch stayed dirty in
+  // plain space, where nothing of their size was allocated again (384 KiB
+  // of its 5.0 MB peak). (Keeping all growth in plain space instead put
+  // growing medium blocks beside recycled huge blocks, which then could not
+  // grow in place.)
   chunk::Space growing_medium = chunk::Space::kPlain;
-  static constexpr size_t kPlainGrowth = size_t{1} << 20;
   static constexpr size_t kDenseAdviceAt = size_t{8} << 20;
-  std::atomic<size_t> plain_growth{0};  // bytes of such blocks made in plain space so far
+  // A dense buffer that reaches half the huge threshold becomes a huge
+  // block (core/realloc.cc: grows_huge) only once the process has made
+  // kHugeGrowthAfter bytes of growing medium blocks (growth_made, counted
+  // up to there): the huge block's huge page is up to 1 MiB more resident
+  // than the block, which a program growing a buffer or two should not pay.
+  static constexpr size_t kHugeGrowthAfter = size_t{1} << 20;
+  std::atomic<size_t> growth_made{0};
 
   // Every bin of every set, for the operations that visit them all.
   template <typename F>

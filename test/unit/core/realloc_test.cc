@@ -99,10 +99,14 @@ TEST(Realloc, MediumGrowsInPlaceIntoAFreeNeighbour) {
 // Buffers that grow by realloc through the medium sizes are written as they
 // grow: where the kernel's THP mode is madvise they go to the dense
 // huge-page space, packed together (each touched huge page serves many of
-// them), and not one to a span -- after the first MiB of them, made in
-// plain space (a program that grows a buffer or two pays no huge page). A
-// fresh medium block stays in plain space. Growth out of the small classes
-// counts too (it used to take the plain malloc of the small-object path).
+// them), and not one to a span -- from the first one: the dense space
+// waits for its huge-page advice until the process holds 8 MiB, so a
+// program that grows a buffer or two pays no huge page there, and its
+// first buffers' old copies are not left dirty in plain space, where
+// nothing of their size came again. The process's first MiB of them is
+// counted (a dense buffer becomes huge only past it). A fresh medium block
+// stays in plain space. Growth out of the small classes counts too (it
+// used to take the plain malloc of the small-object path).
 TEST(Realloc, GrowingMediumBlocksArePackedIntoTheirSpace) {
   ASSERT_TRUE(core::ensure_ready());  // as above
   core::Runtime& rt = core::rt();
@@ -112,12 +116,11 @@ TEST(Realloc, GrowingMediumBlocksArePackedIntoTheirSpace) {
   ASSERT_NE(fresh, nullptr);
   EXPECT_EQ(space_of(fresh), chunk::Space::kPlain);
 
-  // The first MiB: counted, and made as any medium block (from the thread
-  // cache or plain space); then the dense space's.
-  rt.plain_growth.store(0);  // as in a new process
+  // The first MiB: counted, and in the space from the first.
+  rt.growth_made.store(0);  // as in a new process
   std::vector<void*> grown;
   for (int i = 0; i < 48; i++) {
-    const size_t before = rt.plain_growth.load();
+    const size_t before = rt.growth_made.load();
     void* p = ductile_malloc(kLargestSmall);
     ASSERT_NE(p, nullptr);
     fill(p, kLargestSmall, 3);
@@ -125,17 +128,14 @@ TEST(Realloc, GrowingMediumBlocksArePackedIntoTheirSpace) {
     ASSERT_NE(q, nullptr);
     EXPECT_TRUE(check(q, kLargestSmall, 3));
     grown.push_back(q);
-    if (space == chunk::Space::kPlain) {
-      EXPECT_EQ(space_of(q), chunk::Space::kPlain);
-      EXPECT_EQ(rt.plain_growth.load(), 0u);
-    } else if (before < core::Runtime::kPlainGrowth) {
-      EXPECT_EQ(rt.plain_growth.load(), before + 32 * 1024) << i;
+    EXPECT_EQ(space_of(q), space) << i;
+    if (before < core::Runtime::kHugeGrowthAfter) {
+      EXPECT_EQ(rt.growth_made.load(), before + 32 * 1024) << i;
     } else {
-      EXPECT_EQ(space_of(q), space) << i;
-      EXPECT_EQ(rt.plain_growth.load(), before) << i;
+      EXPECT_EQ(rt.growth_made.load(), before) << i;
     }
   }
-  if (space != chunk::Space::kPlain) EXPECT_EQ(rt.plain_growth.load(), core::Runtime::kPlainGrowth);
+  EXPECT_EQ(rt.growth_made.load(), core::Runtime::kHugeGrowthAfter);
   for (void* q : grown) ductile_free(q);
 
   // Past it: buffers grown round-robin stay in the space, moved or grown in
@@ -171,8 +171,9 @@ TEST(Realloc, GrowingMediumBlocksArePackedIntoTheirSpace) {
 // past the process's first MiB of such) and that reaches half the huge
 // threshold becomes a huge block: its span's headroom takes the next
 // doublings in place, where the step into the huge range used to copy it.
-// Plain medium blocks, rallocx (whose usable size must be nallocx's) and a
-// process without a dense space keep the medium block.
+// Within the process's first MiB of such buffers, plain medium blocks,
+// rallocx (whose usable size must be nallocx's) and a process without a
+// dense space keep the medium block.
 TEST(Realloc, ADenseBufferGrownToHalfTheThresholdBecomesHugeAndGrowsInPlace) {
   // The runtime is made by ductile's first call (under a sanitizer that is
   // not the test program's first malloc).
@@ -181,8 +182,17 @@ TEST(Realloc, ADenseBufferGrownToHalfTheThresholdBecomesHugeAndGrowsInPlace) {
   const bool dense = rt.growing_medium != chunk::Space::kPlain;
   const size_t threshold = rt.huge.options().threshold;
   ASSERT_EQ(threshold, kHugePage);
-  rt.plain_growth.store(core::Runtime::kPlainGrowth);  // past the first MiB
   auto kind_of = [](const void* p) { return core::rt().chunks.lookup(p)->kind; };
+  // Within the first MiB: a medium block still (its huge page would cost a
+  // program that grows one buffer up to 1 MiB more resident).
+  rt.growth_made.store(0);
+  void* first = ductile_realloc(ductile_malloc(kLargestSmall), threshold / 4);
+  ASSERT_NE(first, nullptr);
+  first = ductile_realloc(first, threshold / 2);
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(kind_of(first), chunk::ExtentKind::kMedium);
+  ductile_free(first);
+  rt.growth_made.store(core::Runtime::kHugeGrowthAfter);  // past the first MiB
   auto in_place = [] {
     const huge::HugeStats s = core::rt().huge.stats();
     return s.growth[static_cast<size_t>(huge::GrowthPath::kHeadroom)] +
