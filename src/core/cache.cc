@@ -76,7 +76,9 @@ ThreadCache* create_cache() {
       g_live_caches->prev = tc;
       depot_enable();  // a second thread with a cache
     }
-    if (depot_holds(small::kNumSmall)) tc->deepen_medium();  // before the collection can scan it
+    // Made once the depot is on (a second cache): deeper medium bins, set
+    // before the collection can scan it.
+    if (depot_holds(small::kNumSmall)) tc->deepen_medium();
     g_live_caches = tc;
   }
   if (kProf) tc->prof_at = prof::initial_at();
@@ -140,9 +142,11 @@ void flush_half(ThreadCache* tc, size_t cls) {
 // bin's depth: every batch empties the bin (a fill from the bin's slabs,
 // under their lock) and fills it up again (a flush), each of them a
 // half-bin of blocks put one by one into their slabs' bitmaps. A bin that
-// turns from a fill to a flush, or back, within a bin's worth of the
-// thread's calls is such a batch -- a random mix of allocations and frees
-// needs many times that to cross the half-bin between -- and doubles its
+// turns from a fill to a flush, or back, within one and a half bins' worth
+// of the thread's calls is such a batch (a batch turns within that after
+// its last fill: half a bin handed out, then a bin's worth freed) -- a
+// random mix of allocations and frees needs many times that to cross the
+// half-bin between -- and doubles its
 // depth, so that a batch of up to kDepthGrowth times its base depth lies in
 // the cache whole. The pace is measured in the bytes of the thread's calls
 // (allocated + deallocated), all classes together: other classes' calls in

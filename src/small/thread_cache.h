@@ -2,7 +2,9 @@
 // Per-thread caches: for each size class a bounded stack of free objects (or,
 // for medium classes, free page runs), so that the common malloc and free
 // touch no lock and no shared cache line. A miss fills half a stack from the
-// class's bin in one locked batch; a full stack flushes its older half.
+// class's bin in one locked batch; a full stack flushes its older half. A
+// small class's stack that empties and fills again in quick turns grows
+// deeper for a while (kDepthGrowth).
 //
 // Medium blocks are cached too, a few per class (fewer for bigger classes),
 // so alloc/free churn of one block costs no chunk-layer call. A medium
@@ -61,12 +63,13 @@ DUCTILE_ALWAYS_INLINE uint16_t cache_cap(size_t cls) { return detail::cache_cap_
 DUCTILE_ALWAYS_INLINE uint16_t cache_slots(size_t cls) { return detail::cache_slots_for(kClasses.size[cls]); }
 
 // A small class's bin that bounces -- filled empty, then full again within
-// one bin's worth of the thread's calls, or the other way round -- doubles
-// its depth (`limit`), up to kDepthGrowth times cache_cap, while the thread's
-// bins together hold at most kDepthBudget bytes past their base depths; one
-// whose fills and flushes come at a slower pace goes back to cache_cap
-// (core/cache.cc: adapt_depth). A grown bin's slots are in the record's
-// second array (`deep`), kDeepSlots, made at the thread's first growth.
+// one and a half bins' worth of the thread's calls, or the other way
+// round -- doubles its depth (`limit`), up to kDepthGrowth times cache_cap,
+// while the thread's bins together hold at most kDepthBudget bytes past
+// their base depths; one whose fills and flushes come at a slower pace
+// goes back to cache_cap (core/cache.cc: adapt_depth). A grown bin's slots
+// are in the record's second array (`deep`), kDeepSlots, made at the
+// thread's first growth.
 inline constexpr uint32_t kDepthGrowth = 4;
 inline constexpr size_t kDepthBudget = size_t{1} << 20;
 namespace detail {
