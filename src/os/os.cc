@@ -167,20 +167,18 @@ void Os::after_fork_in_child() noexcept {
   const KeepErrno keep;  // see common.h: errno is the caller's
   maps_.after_fork_in_child();
   membarrier_state_.store(0, std::memory_order_relaxed);  // registered again for the child's own memory
-  // A probe that another thread of the parent was running never ends here:
-  // the child probes again (the parent's scratch pages stay mapped).
-  if (scratch_probe_.load(std::memory_order_relaxed) == kProbing) {
-    scratch_probe_.store(kUnprobed, std::memory_order_relaxed);
-    return;
-  }
-  if (features_.self_pidfd >= 0) {
-    // The inherited pidfd names the parent. Drop it; the child's first purge
-    // probes again, as a new process's does.
+  // An inherited pidfd names the parent: dropped (also one that a probe
+  // another thread of the parent was running had opened). Then, as after a
+  // probe that never ends here (the parent's scratch pages stay mapped),
+  // the child's first purge probes again, as a new process's does.
+  const bool pidfd = features_.self_pidfd >= 0;
+  if (pidfd) {
     kernel_.close(features_.self_pidfd);
     features_.self_pidfd = -1;
     features_.batch_purge = false;
-    scratch_probe_.store(kUnprobed, std::memory_order_relaxed);
   }
+  if (pidfd || scratch_probe_.load(std::memory_order_relaxed) == kProbing)
+    scratch_probe_.store(kUnprobed, std::memory_order_relaxed);
 }
 
 int Os::prot_reserved() const noexcept { return features_.strict_overcommit ? PROT_NONE : kRw; }
