@@ -61,14 +61,13 @@ void* alloc_class(size_t cls, bool zero, bool cached) {
   ThreadCache* tc = cached ? cache() : nullptr;
   if (tc) {
     small::CacheBin& b = tc->bins[cls];
-    if (b.count == 0 && small::is_small_class(cls)) adapt_depth(tc, cls, true);
-    const size_t refill = b.limit > 1 ? b.limit / 2 : 1;  // half a bin
     if (b.count == 0 && small::is_small_class(cls)) {
-      b.count = static_cast<uint32_t>(rt().bins[tc->bin_set][cls].fill(b.items, refill));
+      adapt_depth(tc, cls, true);
+      b.count = static_cast<uint32_t>(rt().bins[tc->bin_set][cls].fill(b.items, small::half_bin(b)));
       start_helper_if_asked();
       decay_from_calls();
     } else if (b.count == 0 && depot_holds(cls)) {
-      b.count = static_cast<uint32_t>(depot_take(cls, b.items, refill));
+      b.count = static_cast<uint32_t>(depot_take(cls, b.items, small::half_bin(b)));
     }
     if (b.count != 0) {
       if (kStats || kProf) tc->allocated += small::class_size(cls);

@@ -134,7 +134,7 @@ static void flush_oldest(small::CacheBin& b, size_t cls, size_t n) {
 // A full cache bin gives back its older half.
 void flush_half(ThreadCache* tc, size_t cls) {
   small::CacheBin& b = tc->bins[cls];
-  flush_oldest(b, cls, b.limit > 1 ? b.limit / 2 : 1);
+  flush_oldest(b, cls, small::half_bin(b));
 }
 
 // ---- a small bin's depth (small::kDepthGrowth) --------------------------

@@ -98,10 +98,12 @@ void cache_push(void* p, Extent* e, bool cached) {
     e->lg_align = 0;  // handed out next by a plain malloc, maybe
   }
   small::CacheBin& b = tc->bins[cls];
-  if (b.count >= b.limit && small::is_small_class(cls)) adapt_depth(tc, cls, false);
   if (b.count >= b.limit) {
-    flush_half(tc, cls);
-    decay_from_calls();
+    if (small::is_small_class(cls)) adapt_depth(tc, cls, false);  // may make room
+    if (b.count >= b.limit) {
+      flush_half(tc, cls);
+      decay_from_calls();
+    }
   }
   if (kStats) tc->deallocated += small::class_size(cls);
   cache_slot_in(b, p, cls, e);

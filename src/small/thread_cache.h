@@ -91,6 +91,10 @@ struct CacheBin {
 };
 static_assert(sizeof(CacheBin) == 16);
 
+// Half a bin's depth, in blocks (at least one): what a miss fills and a
+// full bin flushes.
+DUCTILE_ALWAYS_INLINE size_t half_bin(const CacheBin& b) { return b.limit > 1 ? b.limit / 2 : 1; }
+
 // A medium class's bin: the address and the extent (chunk::Extent, opaque
 // here) of its block number i (i < count).
 DUCTILE_ALWAYS_INLINE void*& medium_block(const CacheBin& b, size_t i) { return b.items[2 * i]; }
