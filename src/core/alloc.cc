@@ -61,15 +61,15 @@ void* alloc_class(size_t cls, bool zero, bool cached) {
   ThreadCache* tc = cached ? cache() : nullptr;
   if (tc) {
     small::CacheBin& b = tc->bins[cls];
-    if (b.count == 0 && small::is_small_class(cls)) {
+    if (b.empty() && small::is_small_class(cls)) {
       adapt_depth(tc, cls, true);
-      b.count = static_cast<uint32_t>(rt().bins[tc->bin_set][cls].fill(b.items, small::half_bin(b)));
+      b.set_count(rt().bins[tc->bin_set][cls].fill(b.items, small::half_bin(b)));
       start_helper_if_asked();
       decay_from_calls();
-    } else if (b.count == 0 && depot_holds(cls)) {
-      b.count = static_cast<uint32_t>(depot_take(cls, b.items, small::half_bin(b)));
+    } else if (b.empty() && depot_holds(cls)) {
+      b.set_count(depot_take(cls, b.items, small::half_bin(b)));
     }
-    if (b.count != 0) {
+    if (!b.empty()) {
       if (kStats || kProf) tc->allocated += small::class_size(cls);
       void* p = small::is_small_class(cls) ? cache_slot_out<false>(b, cls) : cache_slot_out<true>(b, cls);
       if (zero) std::memset(p, 0, small::class_size(cls));

@@ -127,8 +127,9 @@ void medium_to_chunks(Extent* e) noexcept {
 static void flush_oldest(small::CacheBin& b, size_t cls, size_t n) {
   flush_objects(cls, b.items, n);
   const size_t slots = small::detail::slots_per_block(cls);
-  std::memmove(b.items, b.items + n * slots, (b.count - n) * slots * sizeof(void*));
-  b.count = static_cast<uint32_t>(b.count - n);
+  const size_t left = b.count() - n;
+  std::memmove(b.items, b.items + n * slots, left * slots * sizeof(void*));
+  b.set_count(left);
 }
 
 // A full cache bin gives back its older half.
@@ -160,9 +161,9 @@ constexpr uint64_t kSlowerSpans = 8;
 void base_depth(ThreadCache* tc, size_t cls) {
   small::CacheBin& b = tc->bins[cls];
   const uint32_t cap = small::cache_cap(cls);
-  if (b.count > cap / 2) flush_oldest(b, cls, b.count - cap / 2);
+  if (b.count() > cap / 2) flush_oldest(b, cls, b.count() - cap / 2);
   tc->deep_bytes -= size_t{b.limit - cap} * small::class_size(cls);
-  b.limit = cap;
+  b.set_limit(cap);
 }
 
 void deepen(ThreadCache* tc, size_t cls) {
@@ -181,11 +182,11 @@ void deepen(ThreadCache* tc, size_t cls) {
   }
   void** slots = tc->deep + small::detail::deep_offset(cls);
   if (b.items != slots) {
-    std::memcpy(slots, b.items, b.count * sizeof(void*));
-    b.items = slots;
+    std::memcpy(slots, b.items, b.count() * sizeof(void*));
+    b.move_to(slots);
   }
   tc->deep_bytes += more;
-  b.limit *= 2;
+  b.set_limit(b.limit * 2);
 }
 
 }  // namespace
@@ -211,8 +212,8 @@ void adapt_depth(ThreadCache* tc, size_t cls, bool fill) noexcept {
 void flush_all(ThreadCache* tc) {
   for (size_t c = 0; c < small::kNumClasses; c++) {
     small::CacheBin& b = tc->bins[c];
-    if (b.count) flush_objects(c, b.items, b.count);
-    b.count = 0;
+    if (!b.empty()) flush_objects(c, b.items, b.count());
+    b.set_count(0);
   }
 }
 

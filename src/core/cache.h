@@ -105,14 +105,14 @@ DUCTILE_ALWAYS_INLINE void medium_take(chunk::Extent* e) noexcept {
 // in *mark where asked.
 template <bool medium>
 DUCTILE_ALWAYS_INLINE void* cache_slot_out(small::CacheBin& b, size_t cls, uintptr_t* mark = nullptr) noexcept {
-  const uint32_t i = --b.count;
   void* p;
   if (medium) {
     // A medium block's address and extent, side by side (thread_cache.h).
-    p = small::medium_block(b, i);
-    medium_take(static_cast<chunk::Extent*>(small::medium_block_extent(b, i)));
+    b.top -= 2;
+    p = b.top[0];
+    medium_take(static_cast<chunk::Extent*>(b.top[1]));
   } else {
-    p = b.items[i];
+    p = *--b.top;
   }
   if (kHardened) {
     const uintptr_t m = small::take_marked(p, small::class_size(cls));
@@ -125,11 +125,11 @@ DUCTILE_ALWAYS_INLINE void* cache_slot_out(small::CacheBin& b, size_t cls, uintp
 // medium block (extent e) with its extent beside it.
 DUCTILE_ALWAYS_INLINE void cache_slot_in(small::CacheBin& b, void* p, size_t cls, chunk::Extent* e) noexcept {
   if (small::is_small_class(cls)) {
-    b.items[b.count++] = p;
+    *b.top++ = p;
   } else {
-    small::medium_block(b, b.count) = p;
-    small::medium_block_extent(b, b.count) = e;
-    b.count++;
+    b.top[0] = p;
+    b.top[1] = e;
+    b.top += 2;
   }
 }
 

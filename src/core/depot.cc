@@ -131,7 +131,7 @@ bool depot_holds_uncached(size_t cls) noexcept {
 
 size_t depot_put(size_t cls, void** items, size_t n) noexcept {
   Depot& d = g_depots[cls - small::kNumSmall];
-  const small::CacheBin b{items, 0, 0};
+  const small::CacheBin b{items, items, items, 0, 1};
   Extent* out[kDepotSlots];
   uint32_t nout;
   size_t took = 0;
@@ -149,7 +149,7 @@ size_t depot_put(size_t cls, void** items, size_t n) noexcept {
 size_t depot_take(size_t cls, void** items, size_t n) noexcept {
   Depot& d = g_depots[cls - small::kNumSmall];
   if (__atomic_load_n(&d.count, __ATOMIC_RELAXED) == 0) return 0;  // a glance first
-  const small::CacheBin b{items, 0, 0};
+  const small::CacheBin b{items, items, items, 0, 1};
   Extent* out[kDepotSlots];
   uint32_t nout;
   size_t got = 0;

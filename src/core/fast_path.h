@@ -46,15 +46,15 @@ DUCTILE_ALWAYS_INLINE void* alloc(size_t size) noexcept {
   if (DUCTILE_LIKELY(need <= small::kMaxTableSize)) {
     const size_t cls = small::class_of_table(need);
     small::CacheBin& b = tc->bins[cls];
-    if (DUCTILE_LIKELY(b.count != 0)) return cache_pop<false>(tc, b, cls, size);
+    if (DUCTILE_LIKELY(!b.empty())) return cache_pop<false>(tc, b, cls, size);
   } else if (need <= small::kMaxSmall) {
     const size_t cls = small::class_of(need);
     small::CacheBin& b = tc->bins[cls];
-    if (DUCTILE_LIKELY(b.count != 0)) return cache_pop<false>(tc, b, cls, size);
+    if (DUCTILE_LIKELY(!b.empty())) return cache_pop<false>(tc, b, cls, size);
   } else if (need < __atomic_load_n(&g_huge_threshold, __ATOMIC_RELAXED)) {
     const size_t cls = small::class_of(need);
     small::CacheBin& b = tc->bins[cls];
-    if (DUCTILE_LIKELY(b.count != 0)) return cache_pop<true>(tc, b, cls, size);
+    if (DUCTILE_LIKELY(!b.empty())) return cache_pop<true>(tc, b, cls, size);
   }
   return alloc_slow(size);
 }
@@ -112,20 +112,20 @@ DUCTILE_ALWAYS_INLINE void dealloc_as(void* p, size_t size = 0) noexcept {
       small::CacheBin& b = tc->bins[cls];
       // (A medium block cached already: see below.)
       if (small::is_small_class(cls)) {
-        if (DUCTILE_LIKELY(b.count < b.limit)) return cache_push_inline(tc, b, p, cls);
-      } else if (DUCTILE_LIKELY(b.count < b.limit) && medium_put(medium_extent(entry))) {
+        if (DUCTILE_LIKELY(b.has_room())) return cache_push_inline(tc, b, p, cls);
+      } else if (DUCTILE_LIKELY(b.has_room()) && medium_put(medium_extent(entry))) {
         return cache_push_inline(tc, b, p, cls, medium_extent(entry));
       }
     }
     if (sized) return dealloc_sized_slow(p, size, 0);  // reports a wrong size
   } else if (DUCTILE_LIKELY(cls < small::kNumSmall)) {
     small::CacheBin& b = tc->bins[cls];
-    if (DUCTILE_LIKELY((addr(p) & 7) == 0 && b.count < b.limit)) return cache_push_inline(tc, b, p, cls);
+    if (DUCTILE_LIKELY((addr(p) & 7) == 0 && b.has_room())) return cache_push_inline(tc, b, p, cls);
   } else if (cls < small::kNumClasses && (addr(p) & (kPage - 1)) == 0) {
     small::CacheBin& b = tc->bins[cls];
     // A medium block in a cache already (this thread's or another's) goes
     // to the slow path, which reports the double free.
-    if (DUCTILE_LIKELY(b.count < b.limit) && medium_put(medium_extent(entry)))
+    if (DUCTILE_LIKELY(b.has_room()) && medium_put(medium_extent(entry)))
       return cache_push_inline(tc, b, p, cls, medium_extent(entry));
   }
   dealloc_slow(p);

@@ -98,9 +98,9 @@ void cache_push(void* p, Extent* e, bool cached) {
     e->lg_align = 0;  // handed out next by a plain malloc, maybe
   }
   small::CacheBin& b = tc->bins[cls];
-  if (b.count >= b.limit) {
+  if (!b.has_room()) {
     if (small::is_small_class(cls)) adapt_depth(tc, cls, false);  // may make room
-    if (b.count >= b.limit) {
+    if (!b.has_room()) {
       flush_half(tc, cls);
       decay_from_calls();
     }

@@ -461,22 +461,22 @@ TEST(Mallocx, TcacheNoneBypassesTheThreadCache) {
     small::ThreadCache* tc = core::own_cache();
     ASSERT_NE(tc, nullptr);
     const size_t cls = small::class_of(size);
-    const uint32_t count = tc->bins[cls].count;
+    const uint32_t count = tc->bins[cls].count();
     ASSERT_GT(count, 0u) << size;
     void* p = ductile_mallocx(size, MALLOCX_TCACHE_NONE);
     ASSERT_NE(p, nullptr);
-    EXPECT_EQ(tc->bins[cls].count, count) << size;
-    for (uint32_t i = 0; i < tc->bins[cls].count; i++) EXPECT_NE(tc->bins[cls].items[i], p);
+    EXPECT_EQ(tc->bins[cls].count(), count) << size;
+    for (uint32_t i = 0; i < tc->bins[cls].count(); i++) EXPECT_NE(tc->bins[cls].items[i], p);
     void* q = ductile_rallocx(p, size + 1, MALLOCX_TCACHE_NONE);
     ASSERT_NE(q, nullptr);
-    EXPECT_EQ(tc->bins[cls].count, count) << size;
+    EXPECT_EQ(tc->bins[cls].count(), count) << size;
     ductile_dallocx(q, MALLOCX_TCACHE_NONE);
-    EXPECT_EQ(tc->bins[cls].count, count) << size;
+    EXPECT_EQ(tc->bins[cls].count(), count) << size;
     const size_t cls2 = small::class_of(size + 1);
-    for (uint32_t i = 0; i < tc->bins[cls2].count; i++) EXPECT_NE(tc->bins[cls2].items[i], q);
+    for (uint32_t i = 0; i < tc->bins[cls2].count(); i++) EXPECT_NE(tc->bins[cls2].items[i], q);
     void* r = ductile_mallocx(size, MALLOCX_TCACHE_NONE);
     ductile_sdallocx(r, size, MALLOCX_TCACHE_NONE);
-    EXPECT_EQ(tc->bins[cls].count, count) << size;
+    EXPECT_EQ(tc->bins[cls].count(), count) << size;
   }
 }
 

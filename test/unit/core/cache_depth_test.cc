@@ -153,7 +153,7 @@ TEST(CacheDepth, ABinFilledAtASlowerPaceGoesBackToItsBaseDepth) {
     std::vector<void*> p(600);
     for (void*& q : p) q = ductile_malloc(size);  // empties the bin: a fill, at a slow pace
     EXPECT_EQ(tc->bins[cls].limit, cache_cap(cls));
-    EXPECT_LE(tc->bins[cls].count, cache_cap(cls));
+    EXPECT_LE(tc->bins[cls].count(), cache_cap(cls));
     EXPECT_EQ(tc->deep_bytes, grown_bytes(tc));
     for (void* q : p) ductile_free(q);
   });
