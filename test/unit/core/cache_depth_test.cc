@@ -6,7 +6,9 @@
 // thread's budget, and a record made again starts at its base depth.
 //
 // Each test runs in a thread of its own, with a cache made for it (no parked
-// one adopted), and reads that cache's bins. The requests fill their
+// one adopted), and reads that cache's bins. A --disable-stats build keeps
+// every bin at its base depth (no count of the thread's calls to pace the
+// growth by): the first test checks that, the others are about the growth. The requests fill their
 // classes' blocks (less the seal in a hardened build: test/support/sizes.h).
 #include <cstdint>
 #include <cstring>
@@ -77,6 +79,11 @@ TEST(CacheDepth, ABatchThatEmptiesAndRefillsTheBinGrowsIt) {
     small::ThreadCache* tc = core::own_cache();
     ASSERT_NE(tc, nullptr);
     const small::CacheBin& b = tc->bins[cls];
+    if (!kStats) {
+      EXPECT_EQ(b.limit, cache_cap(cls));
+      EXPECT_EQ(tc->deep_bytes, 0u);
+      return;
+    }
     EXPECT_GT(b.limit, kBatch);
     EXPECT_LE(b.limit, cache_cap(cls) * small::kDepthGrowth);
     EXPECT_EQ(tc->deep_bytes, grown_bytes(tc));
@@ -119,6 +126,7 @@ TEST(CacheDepth, ARandomMixKeepsTheBaseDepth) {
 // latest; no bin grows past kDepthGrowth times its base depth; blocks of a
 // bin that went back are still handed out right.
 TEST(CacheDepth, GrowthStaysWithinTheThreadsBudget) {
+  if (!kStats) GTEST_SKIP() << "--disable-stats: the bins keep their base depth";
   in_new_thread([&] {
     for (size_t size : {size_t{16}, size_t{1024}, size_t{4096}, size_t{16384}, size_t{64}}) {
       const size_t cls = class_of(size);
@@ -143,6 +151,7 @@ TEST(CacheDepth, GrowthStaysWithinTheThreadsBudget) {
 // A grown bin whose next fill comes after many bins' worth of other calls
 // goes back to its base depth, giving back what it holds past half of it.
 TEST(CacheDepth, ABinFilledAtASlowerPaceGoesBackToItsBaseDepth) {
+  if (!kStats) GTEST_SKIP() << "--disable-stats: the bins keep their base depth";
   const size_t cls = class_of(64);
   const size_t size = test::request_of_class(cls);
   in_new_thread([&] {
@@ -162,6 +171,7 @@ TEST(CacheDepth, ABinFilledAtASlowerPaceGoesBackToItsBaseDepth) {
 // A cache record that a thread grew, retired at trim and made again for
 // another thread, starts at its base depth in its own slots.
 TEST(CacheDepth, ARecordMadeAgainStartsAtItsBaseDepth) {
+  if (!kStats) GTEST_SKIP() << "--disable-stats: the bins keep their base depth";
   const size_t cls = class_of(64);
   const size_t size = test::request_of_class(cls);
   small::ThreadCache* grown = nullptr;
