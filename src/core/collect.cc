@@ -61,8 +61,7 @@ __attribute__((no_sanitize("thread"))) size_t scan_cached_medium(void** out, siz
   for (ThreadCache* tc = g_live_caches; tc != nullptr && got < n; tc = tc->next)
     for (size_t c = small::kNumSmall; c < small::kNumClasses && got < n; c++) {
       const small::CacheBin& b = tc->bins[c];
-      void** const top = __atomic_load_n(&b.top, __ATOMIC_RELAXED);
-      const uint32_t count = static_cast<uint32_t>((top - b.items) >> b.shift);
+      const uint32_t count = b.count_to(__atomic_load_n(&b.top, __ATOMIC_RELAXED));
       for (uint32_t i = 0; i < count && i < b.limit && got < n; i++, seen++)
         if (seen >= g_collect_next) out[got++] = __atomic_load_n(&small::medium_block_extent(b, i), __ATOMIC_RELAXED);
     }

@@ -100,7 +100,9 @@ struct CacheBin {
   uint32_t limit;  // the bin's depth: cache_cap, or more
   uint32_t shift;  // log2 of the slots a block takes (slots_per_block)
 
-  uint32_t count() const noexcept { return static_cast<uint32_t>((top - items) >> shift); }
+  uint32_t count() const noexcept { return count_to(top); }
+  // The count if the top were at `t` (another thread's read of it).
+  uint32_t count_to(void* const* t) const noexcept { return static_cast<uint32_t>((t - items) >> shift); }
   bool empty() const noexcept { return top == items; }
   bool has_room() const noexcept { return top < end; }
   void set_count(size_t n) noexcept { top = items + (n << shift); }
