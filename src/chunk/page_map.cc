@@ -25,13 +25,14 @@ PageMap::Leaf* PageMap::leaf_for(uintptr_t a, bool create) noexcept {
 }
 
 Extent* PageMap::lookup(uintptr_t a) const noexcept {
-  if (in_slots(a)) {
-    if (!in_range(a)) return nullptr;
-    Leaf* leaf = leaf_of(a);
-    if (leaf == nullptr) return nullptr;
-    if (!has_bit(leaf->written, chunk_index(a))) return nullptr;
-  }
-  return entry_extent(lookup_entry(a));
+  if (!in_range(a)) return nullptr;
+  Leaf* leaf = leaf_of(a);
+  if (leaf == nullptr) return nullptr;
+  // A page of entries never written holds only zeroes: not read, so not
+  // faulted in (and then faulted again by the store that follows).
+  if (in_slots(a) ? !has_bit(leaf->written, chunk_index(a)) : !has_bit(&leaf->edges_written, edge_page(a)))
+    return nullptr;
+  return entry_extent(leaf->at(a).load(std::memory_order_acquire));
 }
 
 void PageMap::store(uintptr_t a, uintptr_t v) noexcept {
@@ -40,6 +41,8 @@ void PageMap::store(uintptr_t a, uintptr_t v) noexcept {
   if (in_slots(a)) {
     mark_written(leaf, a);
     if (v == 0) (void)set_bit(leaf->idle, chunk_index(a));
+  } else {
+    (void)set_bit(&leaf->edges_written, edge_page(a));
   }
   leaf->at(a).store(v, std::memory_order_release);
 }
@@ -49,7 +52,6 @@ bool PageMap::ensure(uintptr_t a, size_t len) noexcept {
   uintptr_t last = a + len - 1;
   if (last < a || !in_range(last)) return false;
   // One address per leaf is enough to create the leaf.
-  constexpr size_t kLeafSpan = kFanout << kPageShift;
   for (uintptr_t p = align_down(a, kLeafSpan); p <= last; p += kLeafSpan) {
     if (leaf_for(p < a ? a : p, true) == nullptr) return false;
     if (p + kLeafSpan < p) break;

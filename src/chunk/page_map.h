@@ -55,11 +55,13 @@
 // again round after round, and the cycles took four times as long. The
 // pass runs under the chunk layer's lock, which every writer of a page that
 // may hold only zeroes holds too: it cannot drop a store made while it
-// looks. And reads count: on the kernels ductile runs on, a read of a
-// never-written anonymous page makes it resident as a write does (no shared
-// zero page), so lookup() -- the chunk layer's neighbour lookups, at
-// arbitrary pages -- does not read a page of slots whose written bit is
-// clear: every entry there is zero.
+// looks. And reads count: a read of a never-written anonymous page costs a
+// page fault and maps it (the shared zero page, or a page of its own on
+// kernels without one), and a store after it faults again. So lookup() --
+// the chunk layer's neighbour lookups, at arbitrary pages -- does not read
+// a page of slots whose written bit is clear, nor a page of edges never
+// written (a bit per page of edges: the first reservation's two leaves
+// faulted each of theirs twice): every entry there is zero.
 #pragma once
 
 #include <atomic>
@@ -78,6 +80,8 @@ class PageMap {
   static constexpr unsigned kLevelBits = 18;
   static constexpr size_t kFanout = size_t{1} << kLevelBits;
   static_assert(kPageShift + 2 * kLevelBits == kAddressBits, "two levels cover the address space");
+  // The address space one leaf covers (1 GiB), aligned to it.
+  static constexpr size_t kLeafSpan = kFanout << kPageShift;
 
   // `storage_zeroed`: the map is being constructed in memory that is known
   // to be zero (the runtime's static storage), so the 2 MiB root is not
@@ -138,6 +142,14 @@ class PageMap {
   void clear_boundaries(const Extent* e) noexcept;
   // Clears the record at page a (one that became an extent's interior).
   void clear_record(uintptr_t a) noexcept;
+  // Writes the root's entry for a's leaf, still empty, in a map that has
+  // no leaf yet (its constructor's caller, with the address of its first
+  // reservation): in zeroed storage the page of the root holding it is then
+  // faulted in once, by this write, not first by the read that finds no
+  // leaf (which maps the zero page) and again by the store of the leaf.
+  void touch_root(uintptr_t a) noexcept {
+    if (in_range(a)) root_[(a >> kPageShift) >> kLevelBits].store(nullptr, std::memory_order_relaxed);
+  }
   // Pre-creates the nodes covering [a, a+len), so later sets cannot fail.
   [[nodiscard]] bool ensure(uintptr_t a, size_t len) noexcept;
 
@@ -162,6 +174,7 @@ class PageMap {
     std::atomic<uint64_t> written[kCoarse / 64];  // per chunk: its page of slots was written
     std::atomic<uint64_t> idle[kCoarse / 64];     // per chunk: a zero was stored in its page
     std::atomic<uint64_t> recent[kCoarse / 64];   // per chunk: written since the last pass
+    std::atomic<uint64_t> edges_written;          // per page of edges: it was written
     Leaf* next;                                   // the list of leaves, for the pass
 
     // Where page a's entry lives. The page number plus one, masked to its
@@ -175,6 +188,10 @@ class PageMap {
   };
   // Whether page a's entry is in a page of slots (not a chunk's first or last page).
   static bool in_slots(uintptr_t a) noexcept { return (((a >> kPageShift) + 1) & (kChunkPages - 1)) > 1; }
+  // The page of edges holding the entry of a chunk's first or last page a.
+  static constexpr size_t kEdgeChunksPerPage = kPage / (2 * sizeof(uintptr_t));
+  static size_t edge_page(uintptr_t a) noexcept { return chunk_index(a) / kEdgeChunksPerPage; }
+  static_assert(2 * kCoarse * sizeof(uintptr_t) / kPage <= 64, "a bit per page of edges");
   static_assert(kChunkPages * sizeof(uintptr_t) == kPage, "one page of entries per 2 MiB chunk");
   Leaf* leaf_of(uintptr_t a) const noexcept {
     return root_[(a >> kPageShift) >> kLevelBits].load(std::memory_order_acquire);

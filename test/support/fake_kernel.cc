@@ -193,7 +193,11 @@ void* FakeKernel::mmap(void* addr, size_t len, int prot, int flags) noexcept {
     return MAP_FAILED;
   }
   if (no_map_fixed_noreplace) flags &= ~kNoreplace;
-  if (!model_on()) return ::mmap(addr, len, prot, flags, -1, 0);
+  if (!model_on()) {
+    void* p = ::mmap(addr, len, prot, flags, -1, 0);
+    if (p != MAP_FAILED) last_map_.store(p, std::memory_order_relaxed);
+    return p;
+  }
   std::lock_guard<std::mutex> g(mu_);
   const uintptr_t a = uintptr_t(addr), b = page_end(a, len);
   const bool fixed = (flags & (MAP_FIXED | kNoreplace)) != 0;
@@ -207,6 +211,7 @@ void* FakeKernel::mmap(void* addr, size_t len, int prot, int flags) noexcept {
     }
   }
   commit(uintptr_t(p), page_end(uintptr_t(p), len), Change::kMap, prot);
+  last_map_.store(p, std::memory_order_relaxed);
   return p;
 }
 

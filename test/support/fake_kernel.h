@@ -80,6 +80,8 @@ class FakeKernel final : public os::Kernel {
 
   size_t count(Sys sys) const;
   std::vector<SysCall> calls() const;
+  // Where the last mmap that succeeded mapped (its calls() entry has the hint).
+  void* last_map() const { return last_map_.load(std::memory_order_relaxed); }
   void reset_calls();
 
   void* mmap(void* addr, size_t len, int prot, int flags) noexcept override;
@@ -107,6 +109,7 @@ class FakeKernel final : public os::Kernel {
 
   std::atomic<uint64_t> nth_{0};
   std::atomic<uint64_t> nth_seen_{0};
+  std::atomic<void*> last_map_{nullptr};
   std::atomic<int> nth_err_{0};
   std::atomic<bool> nth_fired_{false};
   mutable std::mutex mu_;

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: BSD-2-Clause
 // The page map (chunk/page_map.cc): records and tags, mapped ranges at huge-page boundaries,
 // and pages of slots given back.
-#include <gtest/gtest.h>
+#include <sys/mman.h>
 
+#include <new>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "chunk/page_map.h"
 #include "small/thread_cache.h"
@@ -241,6 +244,71 @@ TEST_F(PageMapTest, ExtentsOnHugePageBoundariesWriteNoPageOfSlots) {
   ASSERT_TRUE(map.set_range(s.base, s.size, nullptr));
   EXPECT_EQ(map.lookup(s.base), nullptr);
   EXPECT_EQ(map.lookup(s.end() - kPage), nullptr);
+}
+
+// A neighbour lookup at a chunk's first or last page whose page of edges
+// was never written answers nothing without reading it: the read would map
+// the page (the zero page), and the store that usually follows it would
+// fault again. Found on the first reservation: two leaves' pages of edges
+// each faulted twice at start-up.
+TEST_F(PageMapTest, LookupsDoNotReadAPageOfEdgesNeverWritten) {
+  const uintptr_t leaf = uintptr_t{13} << 40;
+  chunk::Extent e;
+  e.base = leaf + 5 * kPage;  // both records in the first chunk's page of slots
+  e.size = 7 * kPage;
+  k.reset_calls();
+  ASSERT_TRUE(map.set_boundaries(&e));
+  // The leaf's mapping: the one the call made.
+  std::vector<test::SysCall> calls = k.calls();
+  ASSERT_EQ(calls.size(), 1u);
+  ASSERT_EQ(calls[0].sys, test::Sys::kMmap);
+  ASSERT_GE(calls[0].len, chunk::PageMap::kFanout * sizeof(uintptr_t));
+  void* node = k.last_map();
+  const size_t resident = test::resident_pages(node, calls[0].len);
+  ASSERT_NE(resident, SIZE_MAX);
+  EXPECT_EQ(resident, 2u) << "its page of slots written and the page of its list link";
+  // The first chunk's first page, the last chunk's last page, and one in
+  // the middle: entries in both pages of edges.
+  for (uintptr_t a : {leaf, leaf + chunk::PageMap::kLeafSpan - kPage, leaf + chunk::PageMap::kLeafSpan / 2})
+    EXPECT_EQ(map.lookup(a), nullptr) << std::hex << a - leaf;
+  EXPECT_EQ(test::resident_pages(node, calls[0].len), resident);
+  // Once written, a page of edges answers.
+  chunk::Extent last;
+  last.base = leaf + chunk::PageMap::kLeafSpan - kHugePage;
+  last.size = kHugePage;
+  ASSERT_TRUE(map.set_boundaries(&last));
+  EXPECT_EQ(map.lookup(last.base), &last);
+  EXPECT_EQ(map.lookup(last.end() - kPage), &last);
+  EXPECT_EQ(map.lookup(leaf + chunk::PageMap::kLeafSpan - 2 * kHugePage), nullptr);
+  EXPECT_EQ(map.lookup(leaf), nullptr);
+  EXPECT_EQ(map.lookup(e.base), &e);
+}
+
+// In zeroed storage (the runtime's), touch_root writes the root's entry
+// for an address before any leaf exists, so that the page holding it is
+// faulted in by a write: the first leaf's creation then only reads and
+// stores there.
+TEST(PageMapZeroed, TouchRootWritesThePageOfTheEntryOnly) {
+  test::FakeKernel k;
+  os::Os os{k};
+  chunk::MetaAlloc meta{os};
+  const size_t bytes = align_up(sizeof(chunk::PageMap), kPage);
+  void* storage = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(storage, MAP_FAILED);
+  auto* map = new (storage) chunk::PageMap(meta, /*storage_zeroed=*/true);
+  const size_t made = test::resident_pages(storage, bytes);
+  EXPECT_LE(made, 1u) << "the constructor writes the members before the root only";
+  const uintptr_t a = uintptr_t{14} << 40;
+  map->touch_root(a);
+  EXPECT_EQ(test::resident_pages(storage, bytes), made + 1);
+  chunk::Extent e;
+  e.base = a + 5 * kPage;
+  e.size = kPage;
+  ASSERT_TRUE(map->set_boundaries(&e));
+  EXPECT_EQ(map->lookup(e.base), &e);
+  EXPECT_EQ(test::resident_pages(storage, bytes), made + 1) << "the leaf's entry is on the page written";
+  map->~PageMap();
+  ::munmap(storage, bytes);
 }
 
 TEST_F(PageMapTest, NodeAllocationFailureIsReported) {
