@@ -38,6 +38,9 @@ std::atomic<uintptr_t> g_cursor{0};
 constexpr uintptr_t kSanitizedBelowStack = (uintptr_t{5} << 40) / 4;  // 1.25 TiB
 constexpr uintptr_t kSanitizedSpread = uintptr_t{64} << 30;            // 64 GiB
 
+// The hint of the process's first reservation, once taken (see reserve).
+std::atomic<uintptr_t> g_random_hint{0};
+
 uintptr_t random_hint() {
   // AT_RANDOM: 16 random bytes the kernel gives every process, on the main
   // thread's stack; reading them costs neither a system call nor an
@@ -45,12 +48,26 @@ uintptr_t random_hint() {
   uint64_t r = 0;
   auto* bytes = reinterpret_cast<const unsigned char*>(getauxval(AT_RANDOM));
   if (bytes) std::memcpy(&r, bytes + 8, sizeof r);
-  if (kSanitized && addr(bytes) > kSanitizedBelowStack + kSanitizedSpread)
-    return align_down(addr(bytes) - kSanitizedBelowStack - r % kSanitizedSpread, kHugePage);
-  return kHintBase + align_down(r % kHintSpread, kHugePage);
+  return ChunkLayer::hint_from(r, addr(bytes));
 }
 
 }  // namespace
+
+uintptr_t ChunkLayer::hint_from(uint64_t r, uintptr_t stack) noexcept {
+  // The hint lies in the first half of a page-map leaf's span (of 1 GiB),
+  // so that the first reservation can end at the leaf's end (see reserve):
+  // 8 bits of 2 MiB steps within a leaf, and the leaf's own 10 (6 below
+  // the stack).
+  const uintptr_t in_leaf = align_down((r >> 32) % (PageMap::kLeafSpan / 2), kHugePage);
+  if (kSanitized && stack > kSanitizedBelowStack + kSanitizedSpread)
+    return align_down(stack - kSanitizedBelowStack - r % kSanitizedSpread, PageMap::kLeafSpan) + in_leaf;
+  return kHintBase + align_down(r % kHintSpread, PageMap::kLeafSpan) + in_leaf;
+}
+
+size_t ChunkLayer::to_leaf_end(uintptr_t hint, size_t res) noexcept {
+  const size_t left = align_up(hint + 1, PageMap::kLeafSpan) - hint;
+  return left < res && left >= res / 2 ? left : res;
+}
 
 ChunkLayer::ChunkLayer(os::Os& os, Clock& clock, const Options& options) noexcept
     : os_(os), clock_(clock), options_(options), meta_(os), page_map_(meta_, options.storage_zeroed) {
@@ -58,8 +75,11 @@ ChunkLayer::ChunkLayer(os::Os& os, Clock& clock, const Options& options) noexcep
     own_cursor_ = align_up(options_.first_hint, kHugePage);
   } else {
     uintptr_t expected = 0;
-    g_cursor.compare_exchange_strong(expected, random_hint(), std::memory_order_relaxed);
+    const uintptr_t hint = random_hint();
+    if (g_cursor.compare_exchange_strong(expected, hint, std::memory_order_relaxed))
+      g_random_hint.store(hint, std::memory_order_relaxed);
   }
+  if (options_.storage_zeroed) page_map_.touch_root(cursor());
   // Under RLIMIT_AS every reservation counts whole against the limit,
   // touched or not: 1 GiB reservations would fail every allocation of a
   // process limited to 1 GiB from the first call. There reservations are at
@@ -226,6 +246,12 @@ bool ChunkLayer::reserve(size_t res, size_t hint_align, Space space) noexcept {
   for (int i = 0; i < kHintTries && base == 0; i++) {
     uintptr_t hint = align_up(cursor(), hint_align);
     if (hint == 0 || !PageMap::in_range(hint + res)) break;
+    // The process's first reservation, at the random hint, ends at the end
+    // of the page-map leaf it starts in: a whole one straddled two leaves,
+    // and the second cost an mmap and two page faults more at start-up.
+    // The cursor then lies on a leaf boundary, and the next fills a leaf.
+    if (res == options_.reservation && hint == g_random_hint.load(std::memory_order_relaxed))
+      res = to_leaf_end(hint, res);
     os::MapStatus st = os_.reserve_at(ptr(hint), res);
     if (st == os::MapStatus::kMapped) base = hint;
     else if (st == os::MapStatus::kFailed) return false;

@@ -108,6 +108,13 @@ class ChunkLayer {
  public:
   ChunkLayer(os::Os& os, Clock& clock, const Options& options = Options()) noexcept;
   ChunkLayer(const ChunkLayer&) = delete;
+  // The process's first reservation hint from 64 random bits (and, in a
+  // sanitizer build, the address of the main thread's stack): 2 MiB
+  // aligned, in the first half of a page-map leaf's span.
+  static uintptr_t hint_from(uint64_t r, uintptr_t stack) noexcept;
+  // A reservation of `res` bytes at `hint` cut at the end of the page-map
+  // leaf the hint lies in, where that keeps at least half of it; else res.
+  static size_t to_leaf_end(uintptr_t hint, size_t res) noexcept;
   ChunkLayer& operator=(const ChunkLayer&) = delete;
 
   // An extent of `size` bytes (a page multiple) at an `align`-aligned address
@@ -331,7 +338,6 @@ class ChunkLayer {
   Clock& clock_;
   Options options_;
   MetaAlloc meta_;
-  PageMap page_map_;
 
   mutable Mutex lock_;
   ExtentSet dirty_[kSpaces];  // [space_index(space)]
@@ -370,6 +376,10 @@ class ChunkLayer {
     LockedCounter<uint64_t> map_released;
   };
   Counters stats_;
+  // Last: its root is 2 MiB of static storage in the runtime, of which a
+  // page or two are ever written; the members above, written at start-up,
+  // then share pages with the runtime's other members (core/state.h).
+  PageMap page_map_;
 };
 
 }  // namespace ductile::chunk

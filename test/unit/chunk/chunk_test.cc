@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: BSD-2-Clause
 // The chunk layer (chunk/chunk.cc): recycling, coalescing, its records in the page map, lookup,
 // free, statistics, hysteresis, and a multi-threaded stress test.
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <cstring>
+#include <new>
 #include <random>
 #include <thread>
 #include <vector>
@@ -11,6 +15,7 @@
 #include "chunk/chunk.h"
 #include "support/fake_clock.h"
 #include "support/fake_kernel.h"
+#include "support/maps.h"
 #include "unit/chunk/chunk_fixture.h"
 
 namespace ductile {
@@ -208,6 +213,66 @@ TEST_F(ChunkTest, ForgetDropsAMovedExtent) {
   EXPECT_EQ(chunks_->lookup(ptr(base)), nullptr);
   EXPECT_EQ(chunks_->stats().reserved, reserved - 4 * kPage);
   EXPECT_EQ(chunks_->stats().active, 0u);
+}
+
+// The process's first reservation, at its random hint, ends at the end of
+// the page-map leaf the hint lies in (the hint lies in a leaf's first half):
+// a whole one straddled two leaves, an mmap and two page faults more at
+// start-up.
+TEST(ChunkReservations, TheFirstHintLiesInALeafsFirstHalf) {
+  constexpr size_t kLeaf = chunk::PageMap::kLeafSpan;
+  std::mt19937_64 rng(42);
+  for (int i = 0; i < 10000; i++) {
+    const uintptr_t h = ChunkLayer::hint_from(rng(), 0);
+    ASSERT_EQ(h % kHugePage, 0u) << std::hex << h;
+    ASSERT_LT(h % kLeaf, kLeaf / 2) << std::hex << h;
+    ASSERT_GE(h, uintptr_t{2} << 40) << std::hex << h;
+    ASSERT_LT(h, uintptr_t{3} << 40) << std::hex << h;
+  }
+  // Its 2 MiB steps within the leaf all occur.
+  std::vector<bool> seen(kLeaf / 2 / kHugePage);
+  for (int i = 0; i < 100000; i++) seen[ChunkLayer::hint_from(rng(), 0) % kLeaf / kHugePage] = true;
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), true), static_cast<long>(seen.size()));
+}
+
+TEST(ChunkReservations, AReservationEndsAtItsLeafsEndWhereHalfIsLeft) {
+  constexpr size_t kLeaf = chunk::PageMap::kLeafSpan;
+  const uintptr_t leaf = uintptr_t{15} << 40;
+  EXPECT_EQ(ChunkLayer::to_leaf_end(leaf, kLeaf), kLeaf);  // aligned: one leaf already
+  EXPECT_EQ(ChunkLayer::to_leaf_end(leaf + 2 * kMiB, kLeaf), kLeaf - 2 * kMiB);
+  EXPECT_EQ(ChunkLayer::to_leaf_end(leaf + kLeaf / 2, kLeaf), kLeaf / 2);
+  EXPECT_EQ(ChunkLayer::to_leaf_end(leaf + kLeaf / 2 + 2 * kMiB, kLeaf), kLeaf);  // under half: whole
+  EXPECT_EQ(ChunkLayer::to_leaf_end(leaf + kLeaf - 40 * kMiB, 64 * kMiB), 40 * kMiB);
+  EXPECT_EQ(ChunkLayer::to_leaf_end(leaf + kLeaf - 20 * kMiB, 64 * kMiB), 64 * kMiB);
+  EXPECT_EQ(ChunkLayer::to_leaf_end(leaf + 2 * kMiB, 64 * kMiB), 64 * kMiB);  // inside the leaf
+}
+
+// Made in zeroed storage (the runtime's), the layer writes its page map's
+// root entry for its first reservation as it is constructed (see
+// PageMap::touch_root): the first allocation makes no page of the layer's
+// own storage resident that construction did not, so the root's page was
+// not first read (mapping the zero page) and then written (a second fault).
+TEST(ChunkReservations, ZeroedStorageWritesTheFirstRootEntryAtConstruction) {
+  FakeKernel k;
+  FakeClock clock;
+  os::Os os(k);
+  (void)os.probed_features();
+  chunk::Options o;
+  o.reservation = 64 * kMiB;
+  o.first_hint = (uintptr_t{16} << 40) + 7 * kHugePage;
+  o.storage_zeroed = true;
+  const size_t bytes = align_up(sizeof(ChunkLayer), kPage);
+  void* storage = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(storage, MAP_FAILED);
+  auto* c = new (storage) ChunkLayer(os, clock, o);
+  const size_t made = test::resident_pages(storage, bytes);
+  Allocation a = c->alloc(kPage);
+  ASSERT_NE(a.extent, nullptr);
+  EXPECT_EQ(a.extent->base, o.first_hint);
+  EXPECT_EQ(test::resident_pages(storage, bytes), made);
+  c->free(a.extent);
+  c->~ChunkLayer();
+  ::munmap(storage, bytes);
 }
 
 TEST_F(ChunkTest, StatsAddUp) {
