@@ -28,6 +28,13 @@
 // jemalloc's names (mallocx, mallctl...), which no sanitizer defines: in
 // every build.
 #define DUCTILE_JEMALLOC_ALIAS(name) DUCTILE_ALIAS_ALWAYS(name)
+// A large static array (the runtime's storage, tables of tens of KiB):
+// placed after the library's other zero-initialised data (the linker puts
+// .lbss after .bss), so that the small variables a program's first call
+// writes share the few pages around the end of the initialised data, which
+// loading the library already made private, instead of each landing on a
+// page of its own between two arrays (one page fault each, at start-up).
+#define DUCTILE_LARGE_STATIC __attribute__((section(".lbss")))
 
 namespace ductile {
 

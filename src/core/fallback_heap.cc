@@ -13,7 +13,7 @@ namespace ductile::core {
 namespace {
 
 constexpr size_t kBootstrapBytes = 64 * 1024;
-alignas(16) unsigned char g_bootstrap[kBootstrapBytes];
+DUCTILE_LARGE_STATIC alignas(16) unsigned char g_bootstrap[kBootstrapBytes];
 std::atomic<size_t> g_bootstrap_used{0};
 
 }  // namespace

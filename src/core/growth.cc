@@ -42,7 +42,7 @@ std::atomic<ThreadCache*> g_records{nullptr};
 
 size_t g_lg = 16;  // lg_growth_sample
 // The growth profile's stacks (prof::g_lock).
-prof::Bucket* g_table[prof::kTableSize];
+DUCTILE_LARGE_STATIC prof::Bucket* g_table[prof::kTableSize];
 
 // The sampling clock: the bytes this thread's blocks grew, the count at
 // which it takes its next sample (0: not started), its random state.

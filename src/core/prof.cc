@@ -37,7 +37,7 @@ std::atomic<unsigned> g_want{0};
 __thread bool t_busy __attribute__((tls_model("initial-exec"))) = false;
 
 Mutex g_lock;  // the table, the samples' records and the counters below
-Bucket* g_table[kTableSize];
+DUCTILE_LARGE_STATIC Bucket* g_table[kTableSize];
 std::atomic<bool> g_active{false};
 std::atomic<size_t> g_lg{19};
 int g_lg_interval = -1;

@@ -31,13 +31,7 @@ void growth_at_exit() { growth::at_exit(); }
 Runtime::Runtime(const Options& o) noexcept
     : opts(o),
       os(runtime_kernel()),
-      chunks(os, clock,
-             [&] {
-               chunk::Options c;
-               c.decay_ns = o.decay_ms * 1000000u;
-               c.storage_zeroed = true;  // g_runtime is static storage, constructed once
-               return c;
-             }()),
+      // Declared before the chunk layer (see Runtime): it keeps the reference.
       huge(chunks,
            [&] {
              huge::Options h;
@@ -45,7 +39,14 @@ Runtime::Runtime(const Options& o) noexcept
              h.thp = o.thp;
              h.guard = g_hardened;
              return h;
-           }()) {
+           }()),
+      chunks(os, clock,
+             [&] {
+               chunk::Options c;
+               c.decay_ns = o.decay_ms * 1000000u;
+               c.storage_zeroed = true;  // g_runtime is static storage, constructed once
+               return c;
+             }()) {
   prof::init(o);
   growth::init(o);
   prefault.init(&os, o.prefault);

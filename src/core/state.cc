@@ -7,13 +7,14 @@
 
 namespace ductile::core {
 
-alignas(Runtime) unsigned char g_runtime[sizeof(Runtime)];
+DUCTILE_LARGE_STATIC alignas(kPage) unsigned char g_runtime[sizeof(Runtime)];
+static_assert(alignof(Runtime) <= kPage);
 std::atomic<bool> g_ready{false};
 size_t g_huge_threshold = 0;
 bool g_hardened = false;
-alignas(small::ThreadCache) unsigned char g_no_cache[sizeof(small::ThreadCache)];
+alignas(small::ThreadCache) const unsigned char g_no_cache[sizeof(small::ThreadCache)] = {};
 __thread small::ThreadCache* t_cache __attribute__((tls_model("initial-exec"))) =
-    reinterpret_cast<small::ThreadCache*>(g_no_cache);
+    reinterpret_cast<small::ThreadCache*>(const_cast<unsigned char*>(g_no_cache));
 
 Mutex g_init_lock;
 

@@ -44,27 +44,10 @@ class Runtime {
   Options opts;
   os::Os os;
   chunk::MonotonicClock clock;
-  chunk::ChunkLayer chunks;
   huge::HugeLayer huge;
   small::Prefaulter prefault;
   BackgroundThread background;  // finishes decay once the program goes quiet
   small::SlabArena arena;  // the slab regions every bin takes its slabs from
-  // Sets of bins: a thread fills its cache from one set, assigned round
-  // robin when its cache is made, so threads on different cores need not
-  // share bin locks and slabs. A free returns an object to the bin that
-  // holds its slab, whichever set that is. One set by default (bin_sets).
-  static constexpr size_t kMaxBinSets = kMaxBinSetsOption;
-  size_t nbinsets = 1;  // Options::bin_sets (0 there: one per CPU)
-  // Room for every set; only the first nbinsets are made (the Runtime's
-  // constructor), so the others' pages are never touched: constructing all
-  // eight wrote 44 KiB of zeroes and locks, 11 page faults at start-up.
-  union BinSets {
-    BinSets() noexcept {}
-    ~BinSets() {}
-    small::Bin* operator[](size_t set) noexcept { return sets[set]; }
-    const small::Bin* operator[](size_t set) const noexcept { return sets[set]; }
-    small::Bin sets[kMaxBinSets][small::kNumSmall];
-  } bins;
   // Decay steps over every bin, the slab arena and the chunk layer: the
   // background thread's, and the bounded ones the allocator's calls take.
   small::Decay decay;
@@ -90,6 +73,26 @@ class Runtime {
   // than the block, which a program growing a buffer or two should not pay.
   static constexpr size_t kHugeGrowthAfter = size_t{1} << 20;
   std::atomic<size_t> growth_made{0};
+  // Sets of bins: a thread fills its cache from one set, assigned round
+  // robin when its cache is made, so threads on different cores need not
+  // share bin locks and slabs. A free returns an object to the bin that
+  // holds its slab, whichever set that is. One set by default (bin_sets).
+  static constexpr size_t kMaxBinSets = kMaxBinSetsOption;
+  size_t nbinsets = 1;  // Options::bin_sets (0 there: one per CPU)
+  // Room for every set; only the first nbinsets are made (the Runtime's
+  // constructor), so the others' pages are never touched: constructing all
+  // eight wrote 44 KiB of zeroes and locks, 11 page faults at start-up.
+  union BinSets {
+    BinSets() noexcept {}
+    ~BinSets() {}
+    small::Bin* operator[](size_t set) noexcept { return sets[set]; }
+    const small::Bin* operator[](size_t set) const noexcept { return sets[set]; }
+    small::Bin sets[kMaxBinSets][small::kNumSmall];
+  } bins;
+  // Last: its page map's 2 MiB root ends it (chunk/chunk.h), so the
+  // members above and its own first ones, which start-up writes, lie on a
+  // few pages side by side, and the bin sets not in use between them.
+  chunk::ChunkLayer chunks;
 
   // Every bin of every set, for the operations that visit them all.
   template <typename F>
@@ -103,7 +106,7 @@ class Runtime {
 
 // Storage for the one Runtime; valid once `g_ready` is set. Its page map is
 // all zeroes before that, so a lookup then finds nothing.
-alignas(Runtime) extern unsigned char g_runtime[sizeof(Runtime)];
+alignas(kPage) extern unsigned char g_runtime[sizeof(Runtime)];
 extern std::atomic<bool> g_ready;
 // The huge threshold, copied out of the runtime for the inline fast path:
 // every smaller size has a thread-cache bin. Set at start-up, and by
@@ -123,8 +126,15 @@ inline Runtime& rt() { return *reinterpret_cast<Runtime*>(g_runtime); }
 // all under tcache:false): zero bytes, so each bin is empty and without
 // room, and the inline malloc and free miss on it and need no null test.
 // Never written; raw storage, like g_runtime, so that no constructor runs.
-alignas(small::ThreadCache) extern unsigned char g_no_cache[sizeof(small::ThreadCache)];
-inline small::ThreadCache* no_cache() { return reinterpret_cast<small::ThreadCache*>(g_no_cache); }
+// Read-only data: the first malloc of every thread reads it, and a page of
+// the library's file is mapped at that read (with its neighbours, which hold
+// the size-class table that malloc reads too), where a page of zero-filled
+// data would be one page fault more at every program's start; and a write
+// to it would fault at once instead of corrupting every thread's misses.
+alignas(small::ThreadCache) extern const unsigned char g_no_cache[sizeof(small::ThreadCache)];
+inline small::ThreadCache* no_cache() {
+  return reinterpret_cast<small::ThreadCache*>(const_cast<unsigned char*>(g_no_cache));
+}
 
 // The calling thread's cache once the runtime is ready and the thread has
 // one, else no_cache(); never null. initial-exec TLS: reading it never
