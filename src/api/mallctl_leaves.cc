@@ -118,9 +118,9 @@ int ctl_os_purged_ranges(Req& r, const size_t*, size_t) {
 }
 
 // The mapping budget near vm.max_map_count (os/map_budget.h).
-int ctl_maps_limit(Req& r, const size_t*, size_t) { return read_only(r, core::rt().os.map_budget().limit()); }
+int ctl_maps_limit(Req& r, const size_t*, size_t) { return read_only(r, core::rt().os.map_limit()); }
 int ctl_maps_threshold(Req& r, const size_t*, size_t) {
-  return read_only(r, core::rt().os.map_budget().threshold());
+  return read_only(r, core::rt().os.map_threshold());
 }
 int ctl_maps_count(Req& r, const size_t*, size_t) { return read_only(r, core::rt().os.map_budget().last_count()); }
 int ctl_maps_counts(Req& r, const size_t*, size_t) { return read_only(r, core::rt().os.map_budget().counts()); }

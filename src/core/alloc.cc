@@ -141,7 +141,7 @@ bool dense_for_growth(size_t usable) {
   Runtime& r = rt();
   if (r.growth_made.load(std::memory_order_relaxed) < Runtime::kHugeGrowthAfter)
     r.growth_made.fetch_add(usable, std::memory_order_relaxed);
-  if (r.growing_medium == chunk::Space::kPlain) return false;
+  if (r.growing_medium() == chunk::Space::kPlain) return false;
   if (DUCTILE_UNLIKELY(!r.chunks.advised_now(chunk::Space::kDense)) &&
       r.chunks.active_bytes() >= Runtime::kDenseAdviceAt)
     r.chunks.set_dense_advice(true);
@@ -176,7 +176,7 @@ void* alloc_impl(size_t size, size_t align, bool zero, bool cached, bool growing
     p = medium_from_chunks(at.cls, align, zero, !g_hardened);
     if (p) count_bytes(at.usable, 0);
   } else if (growing && !small::is_small_class(at.cls) && dense_for_growth(at.usable)) {
-    p = medium_from_chunks(at.cls, kPage, zero, true, rt().growing_medium);
+    p = medium_from_chunks(at.cls, kPage, zero, true, rt().growing_medium());
     if (p) count_bytes(at.usable, 0);
   } else {
     p = alloc_class(at.cls, zero, cached);

@@ -55,10 +55,12 @@ Runtime::Runtime(const Options& o) noexcept
                   &background_arm);
   small::ArenaOptions a;
   a.thp = o.thp != huge::ThpPolicy::kNever;
-  growing_medium = a.busy_space = dense_space(o.thp, os.features().thp);
+  // The dense space where the kernel's THP mode turns out to be madvise
+  // (the arena asks, as growing_medium() does, at its first use).
+  a.busy_space = o.thp != huge::ThpPolicy::kNever ? chunk::Space::kDense : chunk::Space::kPlain;
   // Advised once the process holds Runtime::kDenseAdviceAt (alloc.cc), or
   // once the slab arena takes its regions there (region.cc).
-  if (growing_medium == chunk::Space::kDense) chunks.set_dense_advice(false);
+  if (a.busy_space == chunk::Space::kDense) chunks.set_dense_advice(false);
   arena.init(&chunks, &prefault, a);
   // One set by default: once fills stopped walking free lists through cold
   // objects (the slab bitmap), a set per CPU no longer made thread-churn

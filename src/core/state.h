@@ -63,8 +63,9 @@ class Runtime {
   // plain space, where nothing of their size was allocated again (384 KiB
   // of its 5.0 MB peak). (Keeping all growth in plain space instead put
   // growing medium blocks beside recycled huge blocks, which then could not
-  // grow in place.)
-  chunk::Space growing_medium = chunk::Space::kPlain;
+  // grow in place.) Asked at each growth: the kernel's THP mode is read at
+  // the first (os::Os::thp_mode), not at start-up.
+  chunk::Space growing_medium() noexcept { return dense_space(opts.thp, os.thp_mode()); }
   static constexpr size_t kDenseAdviceAt = size_t{8} << 20;
   // A dense buffer that reaches half the huge threshold becomes a huge
   // block (core/realloc.cc: grows_huge) only once the process has made

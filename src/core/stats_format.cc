@@ -33,15 +33,16 @@ void print_text(Out& o, const StatsSnapshot& s, const char* opts) {
     if (option_to_string(rt().opts, name, val, sizeof val)) o.ch(' ').str(name).ch(':').str(val);
   }
   const os::Features& f = rt().os.probed_features();
+  const os::ThpMode thp = rt().os.thp_mode();
   o.str("\nKernel: MAP_FIXED_NOREPLACE ").str(f.map_fixed_noreplace ? "yes" : "no")
       .str(", batched purge ").str(f.batch_purge ? "yes" : "no")
       .str(", MADV_FREE ").str(f.madv_free ? "yes" : "no")
       .str(", MADV_POPULATE_WRITE ").str(f.populate_write ? "yes" : "no")
       .str(", strict overcommit ").str(f.strict_overcommit ? "yes" : "no")
       .str(", THP ")
-      .str(f.thp == os::ThpMode::kAlways    ? "always"
-           : f.thp == os::ThpMode::kMadvise ? "madvise"
-           : f.thp == os::ThpMode::kNever   ? "never"
+      .str(thp == os::ThpMode::kAlways    ? "always"
+           : thp == os::ThpMode::kMadvise ? "madvise"
+           : thp == os::ThpMode::kNever   ? "never"
                                             : "unknown")
       .ch('\n');
 

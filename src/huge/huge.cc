@@ -319,7 +319,7 @@ void HugeLayer::zero_range(uintptr_t a, size_t n) noexcept {
 chunk::Space HugeLayer::space_for(size_t usable, bool growing) const noexcept {
   // Only where the system's mode is madvise: in always mode every mapping
   // gets huge pages anyway, in never mode none can.
-  if (chunks_.os().features().thp != os::ThpMode::kMadvise) return chunk::Space::kPlain;
+  if (chunks_.os().thp_mode() != os::ThpMode::kMadvise) return chunk::Space::kPlain;
   switch (options_.thp) {
     case ThpPolicy::kNever: return chunk::Space::kPlain;
     case ThpPolicy::kAlways: return chunk::Space::kHuge;

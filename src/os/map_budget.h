@@ -33,9 +33,19 @@ inline constexpr size_t kDefaultMaxMapCount = 65530;
 
 class MapBudget {
  public:
+  // Sets the limit (0: the kernel's default). Without a call, the limit is
+  // read from /proc/sys/vm/max_map_count at the first count, or when asked
+  // for (limit(k)), not at start-up: a program that never makes more than
+  // a few dozen mappings of ours never opens the file.
   void init(size_t limit) noexcept;
-  size_t limit() const noexcept { return limit_; }
-  size_t threshold() const noexcept { return threshold_; }
+  size_t limit(Kernel& k) noexcept {
+    ensure_limit(k);
+    return limit_.load(std::memory_order_relaxed);
+  }
+  size_t threshold(Kernel& k) noexcept {
+    ensure_limit(k);
+    return threshold_.load(std::memory_order_relaxed);
+  }
   // The mappings at the last count (0 before the first).
   size_t last_count() const noexcept { return last_.load(std::memory_order_relaxed); }
   uint64_t counts() const noexcept { return counts_.load(std::memory_order_relaxed); }
@@ -71,9 +81,16 @@ class MapBudget {
   static constexpr size_t kFirstGap = 64;
   void recount(Kernel& k, bool for_refusal) noexcept;
   size_t gap_after(size_t count) const noexcept;
+  // Reads the limit unless it is known. Threads that race both read it
+  // and store the same answer.
+  void ensure_limit(Kernel& k) noexcept {
+    if (!limit_known_.load(std::memory_order_acquire)) read_limit(k);
+  }
+  void read_limit(Kernel& k) noexcept;
 
-  size_t limit_ = kDefaultMaxMapCount;
-  size_t threshold_ = kDefaultMaxMapCount / 2;
+  std::atomic<size_t> limit_{kDefaultMaxMapCount};
+  std::atomic<size_t> threshold_{kDefaultMaxMapCount / 2};
+  std::atomic<bool> limit_known_{false};
   std::atomic<size_t> since_{0};
   std::atomic<size_t> gap_{kFirstGap};
   std::atomic<size_t> last_{0};

@@ -96,18 +96,22 @@ void Os::probe() noexcept {
   char buf[64];
   if (kernel_.read_small_file("/proc/sys/vm/overcommit_memory", buf, sizeof buf) > 0)
     features_.strict_overcommit = buf[0] == '2';
+  // The THP mode: at its first use (thp_mode). vm.max_map_count: by the
+  // mapping budget, at its first count.
+}
+
+ThpMode Os::read_thp_mode() noexcept {
+  const KeepErrno keep;  // see common.h: errno is the caller's
+  ThpMode m = ThpMode::kUnknown;
+  char buf[64];
   if (kernel_.read_small_file("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof buf) > 0) {
     // The selected mode is the bracketed word: "always [madvise] never".
-    if (std::strstr(buf, "[always]")) features_.thp = ThpMode::kAlways;
-    else if (std::strstr(buf, "[madvise]")) features_.thp = ThpMode::kMadvise;
-    else if (std::strstr(buf, "[never]")) features_.thp = ThpMode::kNever;
+    if (std::strstr(buf, "[always]")) m = ThpMode::kAlways;
+    else if (std::strstr(buf, "[madvise]")) m = ThpMode::kMadvise;
+    else if (std::strstr(buf, "[never]")) m = ThpMode::kNever;
   }
-  if (kernel_.read_small_file("/proc/sys/vm/max_map_count", buf, sizeof buf) > 0) {
-    size_t n = 0;
-    for (const char* c = buf; *c >= '0' && *c <= '9'; c++) n = n * 10 + static_cast<size_t>(*c - '0');
-    if (n != 0) features_.max_map_count = n;
-  }
-  maps_.init(features_.max_map_count);
+  thp_.store(static_cast<uint8_t>(m), std::memory_order_relaxed);
+  return m;
 }
 
 bool Os::probe_scratch_once() noexcept {
@@ -411,7 +415,7 @@ size_t Os::purge(const Range* ranges, size_t n, Advice advice) noexcept {
 bool Os::advise_huge(void* addr, size_t size) noexcept {
   const KeepErrno keep;  // see common.h: errno is the caller's
 #ifdef MADV_HUGEPAGE
-  if (features_.thp != ThpMode::kMadvise) return true;
+  if (thp_mode() != ThpMode::kMadvise) return true;
   maps_.note(kernel_, 1);
   return madvise_huge(addr, size);
 #else
@@ -422,7 +426,7 @@ bool Os::advise_huge(void* addr, size_t size) noexcept {
 
 bool Os::advise_huge_part(void* addr, size_t size) noexcept {
   const KeepErrno keep;  // see common.h: errno is the caller's
-  if (features_.thp != ThpMode::kMadvise) return true;
+  if (thp_mode() != ThpMode::kMadvise) return true;
   if (!maps_.allow_split(kernel_)) {
     counters_.splits_avoided.fetch_add(1, std::memory_order_relaxed);
     return false;

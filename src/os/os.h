@@ -63,8 +63,10 @@ struct Counters {
 
 enum class ThpMode : uint8_t { kAlways, kMadvise, kNever, kUnknown };
 
-// What the kernel answered. The files (overcommit, THP mode, map limit) and
-// the limits are read at start-up. MAP_FIXED_NOREPLACE is assumed until a
+// What the kernel answered. The overcommit mode and the address-space
+// limit are read at start-up; the THP mode at its first use (Os::thp_mode),
+// and the mapping limit at the mapping budget's first count (map_budget.h).
+// MAP_FIXED_NOREPLACE is assumed until a
 // mapping shows the kernel took the address as a hint. The madvise features
 // and the batched purge are probed on a scratch mapping at their first use
 // (Os::probed_features): a program that never purges makes none of those
@@ -77,12 +79,9 @@ struct Features {
   bool madv_free = false;            // Linux 4.5
   bool populate_write = false;       // MADV_POPULATE_WRITE, Linux 5.14
   bool strict_overcommit = false;    // vm.overcommit_memory == 2
-  ThpMode thp = ThpMode::kUnknown;   // /sys/kernel/mm/transparent_hugepage/enabled
   // RLIMIT_AS (ulimit -v) at start-up, SIZE_MAX when unlimited: every
   // reservation counts against it, touched or not.
   size_t address_space_limit = SIZE_MAX;
-  // vm.max_map_count at start-up (its default where it cannot be read).
-  size_t max_map_count = kDefaultMaxMapCount;
 };
 
 enum class Advice : uint8_t { kDontNeed, kFree };
@@ -184,6 +183,10 @@ class Os {
   // at the last count of the process's mappings (map_budget.h).
   bool maps_tight() const noexcept { return maps_.tight(); }
   const MapBudget& map_budget() const noexcept { return maps_; }
+  // vm.max_map_count (its default where it cannot be read) and the
+  // threshold, half of it: read at the budget's first count, or here.
+  size_t map_limit() noexcept { return maps_.limit(kernel_); }
+  size_t map_threshold() noexcept { return maps_.threshold(kernel_); }
   // MADV_POPULATE_WRITE: faults the range in, writable and zeroed.
   bool populate(void* addr, size_t size) noexcept;
   // A full memory barrier on every running thread of the process
@@ -204,6 +207,14 @@ class Os {
     while (!ensure_probed() && scratch_probe_.load(std::memory_order_acquire) == kProbing) sched_yield();
     return features_;
   }
+  // The system's THP mode (/sys/kernel/mm/transparent_hugepage/enabled),
+  // read at the first call: a program whose first call grows nothing and
+  // advises nothing does not open the file. Threads that race both read
+  // it and store the same answer.
+  ThpMode thp_mode() noexcept {
+    const uint8_t m = thp_.load(std::memory_order_relaxed);
+    return DUCTILE_LIKELY(m != kThpUnread) ? static_cast<ThpMode>(m) : read_thp_mode();
+  }
   // Whether guards are guard markers: one has been taken (normal mode).
   bool guard_markers() const noexcept { return guard_markers_.load(std::memory_order_relaxed) == kYes; }
   Counters& counters() noexcept { return counters_; }
@@ -215,6 +226,7 @@ class Os {
 
  private:
   void probe() noexcept;
+  ThpMode read_thp_mode() noexcept;
   // The probes on a scratch mapping, once, at the first call that needs
   // them (scratch_probe_: kUnprobed, kProbing while one thread runs them,
   // then kProbed, or kUnprobed again where the scratch mapping was
@@ -254,6 +266,8 @@ class Os {
   // by mprotect, which unguard() must then undo too.
   enum : uint8_t { kUnknown, kYes, kNo };
   std::atomic<uint8_t> guard_markers_{kUnknown};
+  static constexpr uint8_t kThpUnread = 0xff;
+  std::atomic<uint8_t> thp_{kThpUnread};
   enum : uint8_t { kUnprobed, kProbing, kProbed };
   std::atomic<uint8_t> scratch_probe_{kUnprobed};
   // fence_all_threads: 0 not asked yet, 1 registered, 2 refused.

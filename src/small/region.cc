@@ -54,7 +54,8 @@ void SlabArena::init(chunk::ChunkLayer* chunks, Prefaulter* prefault, const Aren
 Region* SlabArena::new_region() noexcept {
   // A large arena's regions come from the dense space where there is one:
   // advised already, busy from the start.
-  const bool dense = held_ >= opts_.dense_after && opts_.thp && opts_.busy_space != chunk::Space::kPlain;
+  const bool dense = held_ >= opts_.dense_after && opts_.thp && opts_.busy_space != chunk::Space::kPlain &&
+                     chunks_->os().thp_mode() == os::ThpMode::kMadvise;
   if (dense) chunks_->set_dense_advice(true);  // a large arena (the runtime defers the space's advice)
   chunk::Allocation a =
       chunks_->alloc(kRegionSize, kRegionSize, SIZE_MAX, dense ? opts_.busy_space : chunk::Space::kPlain);

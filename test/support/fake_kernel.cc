@@ -387,8 +387,12 @@ int FakeKernel::membarrier(int cmd, unsigned flags) noexcept {
 ssize_t FakeKernel::read_small_file(const char* path, char* buf, size_t n) noexcept {
   const char* src = nullptr;
   if (std::strstr(path, "overcommit_memory")) src = overcommit;
-  if (std::strstr(path, "transparent_hugepage/enabled")) src = thp;
+  if (std::strstr(path, "transparent_hugepage/enabled")) {
+    thp_reads_.fetch_add(1, std::memory_order_relaxed);
+    src = thp;
+  }
   char limit[24];
+  if (std::strstr(path, "max_map_count")) map_limit_reads_.fetch_add(1, std::memory_order_relaxed);
   if (std::strstr(path, "max_map_count") && model_on()) {
     std::snprintf(limit, sizeof limit, "%zu\n", map_limit);
     src = limit;

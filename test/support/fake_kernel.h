@@ -82,6 +82,9 @@ class FakeKernel final : public os::Kernel {
   std::vector<SysCall> calls() const;
   // Where the last mmap that succeeded mapped (its calls() entry has the hint).
   void* last_map() const { return last_map_.load(std::memory_order_relaxed); }
+  // Reads of vm.max_map_count, and of the THP mode.
+  unsigned map_limit_reads() const { return map_limit_reads_.load(std::memory_order_relaxed); }
+  unsigned thp_reads() const { return thp_reads_.load(std::memory_order_relaxed); }
   void reset_calls();
 
   void* mmap(void* addr, size_t len, int prot, int flags) noexcept override;
@@ -110,6 +113,8 @@ class FakeKernel final : public os::Kernel {
   std::atomic<uint64_t> nth_{0};
   std::atomic<uint64_t> nth_seen_{0};
   std::atomic<void*> last_map_{nullptr};
+  std::atomic<unsigned> map_limit_reads_{0};
+  std::atomic<unsigned> thp_reads_{0};
   std::atomic<int> nth_err_{0};
   std::atomic<bool> nth_fired_{false};
   mutable std::mutex mu_;

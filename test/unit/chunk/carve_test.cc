@@ -142,7 +142,7 @@ TEST_F(ChunkTest, AtTheAddressSpaceLimitFreeSpaceIsUnmappedForANewReservation) {
 // ever.
 TEST_F(ChunkTest, TheDenseSpacesAdviceCanWait) {
   using chunk::Space;
-  ASSERT_EQ(os_->features().thp, os::ThpMode::kMadvise);
+  ASSERT_EQ(os_->thp_mode(), os::ThpMode::kMadvise);
   auto advice = [&] { return os_->counters().get(os::Call::kMadvise); };
   chunks_->set_dense_advice(false);
   EXPECT_FALSE(chunks_->advised_now(Space::kDense));
@@ -170,7 +170,7 @@ TEST_F(ChunkTest, TheDenseSpacesAdviceCanWait) {
 // pages in each round after the first, where apart they fault none).
 TEST_F(ChunkTest, EachSpaceHasReservationsOfItsOwn) {
   using chunk::Space;
-  ASSERT_EQ(os_->features().thp, os::ThpMode::kMadvise);
+  ASSERT_EQ(os_->thp_mode(), os::ThpMode::kMadvise);
   auto take = [&](size_t size, Space space) {
     Allocation a = chunks_->alloc(size, kPage, SIZE_MAX, space);
     EXPECT_NE(a.extent, nullptr);

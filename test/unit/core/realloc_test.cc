@@ -110,7 +110,7 @@ TEST(Realloc, MediumGrowsInPlaceIntoAFreeNeighbour) {
 TEST(Realloc, GrowingMediumBlocksArePackedIntoTheirSpace) {
   ASSERT_TRUE(core::ensure_ready());  // as above
   core::Runtime& rt = core::rt();
-  const chunk::Space space = rt.growing_medium;
+  const chunk::Space space = rt.growing_medium();
   auto space_of = [](const void* p) { return core::rt().chunks.lookup(p)->space; };
   void* fresh = ductile_malloc(40 * 1024);
   ASSERT_NE(fresh, nullptr);
@@ -179,7 +179,7 @@ TEST(Realloc, ADenseBufferGrownToHalfTheThresholdBecomesHugeAndGrowsInPlace) {
   // not the test program's first malloc).
   ASSERT_TRUE(core::ensure_ready());
   core::Runtime& rt = core::rt();
-  const bool dense = rt.growing_medium != chunk::Space::kPlain;
+  const bool dense = rt.growing_medium() != chunk::Space::kPlain;
   const size_t threshold = rt.huge.options().threshold;
   ASSERT_EQ(threshold, kHugePage);
   auto kind_of = [](const void* p) { return core::rt().chunks.lookup(p)->kind; };
@@ -210,7 +210,7 @@ TEST(Realloc, ADenseBufferGrownToHalfTheThresholdBecomesHugeAndGrowsInPlace) {
     fill(p, size, 7);
     old = size;
     EXPECT_EQ(kind_of(p), chunk::ExtentKind::kMedium);
-    EXPECT_EQ(core::rt().chunks.lookup(p)->space, rt.growing_medium);
+    EXPECT_EQ(core::rt().chunks.lookup(p)->space, rt.growing_medium());
   }
   void* q = ductile_realloc(p, threshold / 2);
   ASSERT_NE(q, nullptr);

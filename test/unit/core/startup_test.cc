@@ -40,7 +40,7 @@ TEST(Realloc, GrowingMediumSpaceFollowsTheKernelsModeAndThePolicy) {
     for (ThpPolicy p : {ThpPolicy::kAuto, ThpPolicy::kAlways, ThpPolicy::kNever})
       EXPECT_EQ(core::dense_space(p, m), chunk::Space::kPlain);
   ASSERT_TRUE(core::ensure_ready());  // the runtime is made by ductile's first call
-  EXPECT_EQ(core::rt().growing_medium, core::dense_space(core::rt().opts.thp, core::rt().os.features().thp));
+  EXPECT_EQ(core::rt().growing_medium(), core::dense_space(core::rt().opts.thp, core::rt().os.thp_mode()));
 }
 
 // A touched huge page is resident whole: an arena with tens of MiB of small
@@ -63,7 +63,7 @@ TEST(SmallObjects, AnArenaOfTensOfMiBKeepsItsRegionsInPlainSpace) {
   core::take_snapshot(s);
   EXPECT_EQ(s.arena.dense, dense_before);
   EXPECT_GE(s.arena.regions, 35u);  // 72 MB of 80-byte objects
-  if (core::rt().growing_medium == chunk::Space::kDense) {
+  if (core::rt().growing_medium() == chunk::Space::kDense) {
     // Past 128 MiB the arena's next regions are dense.
     std::vector<void*> more(1000000);
     for (void*& p : more) {

@@ -279,7 +279,7 @@ TEST_F(HugeTest, RoundsAfterTheFirstGrowThroughTheRecycledSpan) {
 // blocks of 2-4 MiB with a page written each held 6 GiB). A growing one
 // (realloc) comes from huge-page space, advised a reservation at a time.
 TEST_F(HugeTest, FreshBlocksArePlainAndGrowingOnesGetHugePageSpace) {
-  ASSERT_EQ(os_->features().thp, os::ThpMode::kMadvise);
+  ASSERT_EQ(os_->thp_mode(), os::ThpMode::kMadvise);
   kernel_.reset_calls();
   void* p = alloc(8 * kMiB);
   EXPECT_EQ(extent(p)->space, chunk::Space::kPlain);

@@ -14,14 +14,38 @@ namespace {
 using os::Os;
 using test::FakeKernel;
 
+// The limit is read at the budget's first count, not at start-up: a
+// program that makes a few mappings of ours never opens the file.
+TEST(OsMapLimit, TheLimitIsReadAtTheFirstCount) {
+  FakeKernel k;
+  k.map_limit = 1000;
+  k.thp = "always [madvise] never\n";
+  Os os(k);
+  char* p = static_cast<char*>(os.reserve(64 * kPage));
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(k.map_limit_reads(), 0u);
+  EXPECT_EQ(os.map_budget().counts(), 0u);
+  // Splits, until the first count: then the limit is read, once.
+  size_t i = 1;
+  for (; i < 64 && os.map_budget().counts() == 0; i += 2) (void)os.advise_huge_part(p + i * kPage, kPage);
+  EXPECT_EQ(os.map_budget().counts(), 1u);
+  EXPECT_EQ(k.map_limit_reads(), 1u);
+  EXPECT_EQ(os.map_limit(), 1000u);
+  for (; i < 64; i += 2) (void)os.advise_huge_part(p + i * kPage, kPage);
+  EXPECT_EQ(k.map_limit_reads(), 1u);
+  ASSERT_TRUE(os.unmap(p, 64 * kPage));
+}
+
 TEST(OsMapLimit, ReadsTheLimitAndCountsRarely) {
   FakeKernel k;
   k.map_limit = 1000;
   k.thp = "always [madvise] never\n";
   Os os(k);
-  EXPECT_EQ(os.features().max_map_count, 1000u);
-  EXPECT_EQ(os.map_budget().threshold(), 500u);
   EXPECT_EQ(os.map_budget().counts(), 0u);  // no count at start-up
+  EXPECT_EQ(k.map_limit_reads(), 0u);       // and no read of the limit
+  EXPECT_EQ(os.map_limit(), 1000u);
+  EXPECT_EQ(os.map_threshold(), 500u);
+  EXPECT_EQ(k.map_limit_reads(), 1u);
   // Advice on every other page of a reservation: each splits it, until half
   // the limit; then none, and the rest stays the program's.
   constexpr size_t kPages = 2000;

@@ -50,8 +50,24 @@ TEST(OsProbe, ThisKernelAnswers) {
   EXPECT_TRUE(os.probed_features().batch_purge);
   EXPECT_TRUE(os.probed_features().madv_free);
   EXPECT_TRUE(os.probed_features().populate_write);
-  EXPECT_EQ(os.features().thp, os::ThpMode::kMadvise);
+  EXPECT_EQ(os.thp_mode(), os::ThpMode::kMadvise);
   EXPECT_FALSE(os.features().strict_overcommit);
+}
+
+// The THP mode is read at its first use, once: a program whose first call
+// grows nothing and advises nothing does not open the file.
+TEST(OsProbe, TheThpModeIsReadAtItsFirstUse) {
+  FakeKernel k;
+  Os os(k);
+  EXPECT_EQ(k.thp_reads(), 0u);
+  EXPECT_EQ(os.thp_mode(), os::ThpMode::kMadvise);
+  EXPECT_EQ(k.thp_reads(), 1u);
+  EXPECT_EQ(os.thp_mode(), os::ThpMode::kMadvise);
+  void* p = os.reserve(4 * kPage);
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(os.advise_huge(p, 4 * kPage));
+  EXPECT_EQ(k.thp_reads(), 1u);
+  ASSERT_TRUE(os.unmap(p, 4 * kPage));
 }
 
 TEST(OsProbe, ThpModeAndOvercommitFromSys) {
@@ -59,12 +75,12 @@ TEST(OsProbe, ThpModeAndOvercommitFromSys) {
   k.thp = "[always] madvise never\n";
   k.overcommit = "2\n";
   Os os(k);
-  EXPECT_EQ(os.features().thp, os::ThpMode::kAlways);
+  EXPECT_EQ(os.thp_mode(), os::ThpMode::kAlways);
   EXPECT_TRUE(os.features().strict_overcommit);
   FakeKernel k2;
   k2.thp = "always madvise [never]\n";
   Os os2(k2);
-  EXPECT_EQ(os2.features().thp, os::ThpMode::kNever);
+  EXPECT_EQ(os2.thp_mode(), os::ThpMode::kNever);
 }
 
 TEST(OsProbe, OldKernelWithoutFeatures) {
@@ -366,7 +382,7 @@ TEST(OsAdvice, HugePageAdviceOnlyInMadviseMode) {
     char* p = scratch(512);
     k.reset_calls();
     EXPECT_TRUE(os.advise_huge(p, 512 * kPage));
-    bool madvise_mode = os.features().thp == os::ThpMode::kMadvise;
+    bool madvise_mode = os.thp_mode() == os::ThpMode::kMadvise;
     EXPECT_EQ(k.count(Sys::kMadvise), madvise_mode ? 1u : 0u) << mode;
     ::munmap(p, 512 * kPage);
   }
