@@ -70,7 +70,11 @@ size_t ChunkLayer::to_leaf_end(uintptr_t hint, size_t res) noexcept {
 }
 
 ChunkLayer::ChunkLayer(os::Os& os, Clock& clock, const Options& options) noexcept
-    : os_(os), clock_(clock), options_(options), meta_(os), page_map_(meta_, options.storage_zeroed) {
+    : os_(os),
+      clock_(clock),
+      options_(options),
+      meta_(os, MetaAlloc::kBlock + PageMap::kLeafBytes),
+      page_map_(meta_, options.storage_zeroed) {
   if (options_.first_hint != 0) {
     own_cursor_ = align_up(options_.first_hint, kHugePage);
   } else {

@@ -19,7 +19,11 @@ class MetaAlloc {
   // Blocks of 2 MiB: one reservation serves thousands of extents.
   static constexpr size_t kBlock = kHugePage;
 
-  explicit MetaAlloc(os::Os& os) noexcept : os_(os) {}
+  // `first_block`: the size of the first block, where more than kBlock
+  // (the chunk layer's: room for its first page-map leaf too, so that a
+  // program's first allocation maps one block of metadata, not a block and
+  // then a leaf).
+  explicit MetaAlloc(os::Os& os, size_t first_block = kBlock) noexcept : os_(os), first_block_(first_block) {}
   MetaAlloc(const MetaAlloc&) = delete;
   MetaAlloc& operator=(const MetaAlloc&) = delete;
 
@@ -34,6 +38,7 @@ class MetaAlloc {
 
  private:
   os::Os& os_;
+  const size_t first_block_;
   Mutex lock_;
   uintptr_t cur_ = 0;
   uintptr_t end_ = 0;

@@ -186,6 +186,12 @@ class PageMap {
       return edges[2 * chunk_index(a) + (page & 1)];
     }
   };
+ public:
+  // A leaf's bytes: what a metadata allocator's first block holds besides
+  // its first records (ChunkLayer).
+  static constexpr size_t kLeafBytes = sizeof(Leaf);
+
+ private:
   // Whether page a's entry is in a page of slots (not a chunk's first or last page).
   static bool in_slots(uintptr_t a) noexcept { return (((a >> kPageShift) + 1) & (kChunkPages - 1)) > 1; }
   // The page of edges holding the entry of a chunk's first or last page a.

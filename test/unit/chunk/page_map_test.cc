@@ -3,6 +3,7 @@
 // and pages of slots given back.
 #include <sys/mman.h>
 
+#include <cstring>
 #include <new>
 #include <vector>
 
@@ -309,6 +310,40 @@ TEST(PageMapZeroed, TouchRootWritesThePageOfTheEntryOnly) {
   EXPECT_EQ(test::resident_pages(storage, bytes), made + 1) << "the leaf's entry is on the page written";
   map->~PageMap();
   ::munmap(storage, bytes);
+}
+
+// The metadata allocator's first block may be made larger, to hold the
+// first page-map leaf besides the first records: the chunk layer's is, so
+// that a program's first allocation maps one block of metadata, not a
+// block and then a leaf. Later big requests get blocks of their own.
+TEST(MetaAllocFirstBlock, HoldsTheFirstLeafBesideTheFirstRecords) {
+  for (bool larger : {false, true}) {
+    test::FakeKernel k;
+    os::Os os{k};
+    (void)os.probed_features();
+    chunk::MetaAlloc meta{os, larger ? chunk::MetaAlloc::kBlock + chunk::PageMap::kLeafBytes
+                                     : chunk::MetaAlloc::kBlock};
+    k.reset_calls();
+    void* record = meta.alloc(64);
+    ASSERT_NE(record, nullptr);
+    void* leaf = meta.alloc(chunk::PageMap::kLeafBytes, kPage);
+    ASSERT_NE(leaf, nullptr);
+    EXPECT_EQ(addr(leaf) % kPage, 0u);
+    EXPECT_EQ(k.count(test::Sys::kMmap), larger ? 1u : 2u) << larger;
+    if (larger) EXPECT_EQ(addr(leaf) - addr(record), kPage) << "the leaf follows the first record's page";
+    // The next records come from the first block still; a second leaf
+    // takes a block of its own.
+    void* next = meta.alloc(64);
+    ASSERT_NE(next, nullptr);
+    EXPECT_EQ(addr(next), larger ? align_up(addr(leaf) + chunk::PageMap::kLeafBytes, alignof(max_align_t))
+                                 : addr(record) + 64);
+    void* leaf2 = meta.alloc(chunk::PageMap::kLeafBytes, kPage);
+    ASSERT_NE(leaf2, nullptr);
+    EXPECT_EQ(k.count(test::Sys::kMmap), larger ? 2u : 3u) << larger;
+    std::memset(record, 1, 64);
+    std::memset(leaf, 2, kPage);
+    std::memset(leaf2, 3, kPage);
+  }
 }
 
 TEST_F(PageMapTest, NodeAllocationFailureIsReported) {
