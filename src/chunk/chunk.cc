@@ -254,12 +254,17 @@ bool ChunkLayer::reserve(size_t res, size_t hint_align, Space space) noexcept {
     // of the page-map leaf it starts in: a whole one straddled two leaves,
     // and the second cost an mmap and two page faults more at start-up.
     // The cursor then lies on a leaf boundary, and the next fills a leaf.
-    if (res == options_.reservation && hint == g_random_hint.load(std::memory_order_relaxed))
-      res = to_leaf_end(hint, res);
-    os::MapStatus st = os_.reserve_at(ptr(hint), res);
-    if (st == os::MapStatus::kMapped) base = hint;
-    else if (st == os::MapStatus::kFailed) return false;
-    advance_cursor(hint + res);  // taken now, or occupied: the next try goes past it
+    const size_t len = res == options_.reservation && hint == g_random_hint.load(std::memory_order_relaxed)
+                           ? to_leaf_end(hint, res)
+                           : res;
+    os::MapStatus st = os_.reserve_at(ptr(hint), len);
+    if (st == os::MapStatus::kMapped) {
+      base = hint;
+      res = len;
+    } else if (st == os::MapStatus::kFailed) {
+      return false;
+    }
+    advance_cursor(hint + len);  // taken now, or occupied: the next try goes past it
   }
   if (base == 0) {
     // Every hint was taken: let the kernel place it, over-sized so that an
