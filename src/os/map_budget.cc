@@ -3,6 +3,8 @@
 // against vm.max_map_count.
 #include "os/map_budget.h"
 
+#include "base/common.h"
+
 namespace ductile::os {
 
 void MapBudget::init(size_t limit) noexcept {
@@ -14,6 +16,7 @@ void MapBudget::init(size_t limit) noexcept {
 }
 
 void MapBudget::read_limit(Kernel& k) noexcept {
+  const KeepErrno keep;  // the file's read must not change the caller's errno (a refusal's ENOMEM)
   char buf[64];
   size_t n = 0;
   if (k.read_small_file("/proc/sys/vm/max_map_count", buf, sizeof buf) > 0)
