@@ -34,7 +34,14 @@
 // writes share the few pages around the end of the initialised data, which
 // loading the library already made private, instead of each landing on a
 // page of its own between two arrays (one page fault each, at start-up).
+// One that other files use is declared DUCTILE_HIDDEN there: the linker
+// does not turn a load of a large section's address from the GOT into a
+// `lea`, as it does for the others.
 #define DUCTILE_LARGE_STATIC __attribute__((section(".lbss")))
+// A variable of the library declared in a header: its address is known to
+// be the library's own, so code reaches it relative to the instruction, not
+// through the GOT.
+#define DUCTILE_HIDDEN __attribute__((visibility("hidden")))
 
 namespace ductile {
 
