@@ -259,7 +259,12 @@ TEST(ChunkReservations, ZeroedStorageWritesTheFirstRootEntryAtConstruction) {
   (void)os.probed_features();
   chunk::Options o;
   o.reservation = 64 * kMiB;
-  o.first_hint = (uintptr_t{16} << 40) + 7 * kHugePage;
+  // A hint where the kernel has room (a sanitizer's too): a range it gave
+  // and took back.
+  void* probe = ::mmap(nullptr, o.reservation + kHugePage, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(probe, MAP_FAILED);
+  ::munmap(probe, o.reservation + kHugePage);
+  o.first_hint = align_up(addr(probe), kHugePage);
   o.storage_zeroed = true;
   const size_t bytes = align_up(sizeof(ChunkLayer), kPage);
   void* storage = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
