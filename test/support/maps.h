@@ -17,6 +17,17 @@
 
 namespace ductile::test {
 
+// A huge-page-aligned address with `bytes` of free address space at it,
+// where the kernel itself places mappings: free in every build (a fixed
+// address may be a sanitizer's shadow). The range is one the kernel gave
+// and took back; 0 where it gave none.
+inline uintptr_t free_hint(size_t bytes) {
+  void* probe = ::mmap(nullptr, bytes + kHugePage, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (probe == MAP_FAILED) return 0;
+  ::munmap(probe, bytes + kHugePage);
+  return align_up(addr(probe), kHugePage);
+}
+
 // Calls f(x, y) for each piece [x, y) of [lo, hi) that is mapped writable.
 template <typename F>
 void for_each_writable(uintptr_t lo, uintptr_t hi, F f) {

@@ -11,6 +11,7 @@
 
 #include "chunk/chunk.h"
 #include "support/fake_kernel.h"
+#include "support/maps.h"
 #include "unit/chunk/chunk_fixture.h"
 
 namespace ductile {
@@ -372,12 +373,8 @@ TEST_F(ChunkTest, FailedReservationIsCleanAndRetryable) {
 TEST_F(ChunkTest, OccupiedHintsAreSkipped) {
   chunk::Options o;
   o.reservation = 4 * kMiB;
-  // A hint where the kernel itself places mappings: free address space in
-  // every build (a fixed one may be a sanitizer's shadow).
-  void* probe = ::mmap(nullptr, 64 * kMiB, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  ASSERT_NE(probe, MAP_FAILED);
-  ::munmap(probe, 64 * kMiB);
-  o.first_hint = align_up(addr(probe), kHugePage);
+  o.first_hint = test::free_hint(64 * kMiB);
+  ASSERT_NE(o.first_hint, 0u);
   void* squatter = ::mmap(ptr(o.first_hint), kPage, PROT_READ,
                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
   ASSERT_EQ(squatter, ptr(o.first_hint));

@@ -259,12 +259,8 @@ TEST(ChunkReservations, ZeroedStorageWritesTheFirstRootEntryAtConstruction) {
   (void)os.probed_features();
   chunk::Options o;
   o.reservation = 64 * kMiB;
-  // A hint where the kernel has room (a sanitizer's too): a range it gave
-  // and took back.
-  void* probe = ::mmap(nullptr, o.reservation + kHugePage, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  ASSERT_NE(probe, MAP_FAILED);
-  ::munmap(probe, o.reservation + kHugePage);
-  o.first_hint = align_up(addr(probe), kHugePage);
+  o.first_hint = test::free_hint(o.reservation);
+  ASSERT_NE(o.first_hint, 0u);
   o.storage_zeroed = true;
   const size_t bytes = align_up(sizeof(ChunkLayer), kPage);
   void* storage = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
