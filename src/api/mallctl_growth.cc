@@ -23,8 +23,11 @@ template int ctl_growth<2>(Req&, const size_t*, size_t);
 template int ctl_growth<3>(Req&, const size_t*, size_t);
 template int ctl_growth<4>(Req&, const size_t*, size_t);
 
+// ENOENT in a --disable-stats build, which counts no growth (as
+// thread.allocated).
 template <size_t I>
 int ctl_grew(Req& r, const size_t*, size_t) {
+  if (!kStats) return ENOENT;
   const core::growth::Totals t = core::growth::totals();
   const uint64_t v = I < core::growth::kWays ? t.events[I] : t.copied;
   return read_only(r, v);

@@ -149,10 +149,21 @@ TEST(Growth, OptionsAndNames) {
   ASSERT_EQ(ductile_mallctl("opt.lg_growth_sample", &lg, &len, nullptr, 0), 0);
   EXPECT_EQ(lg, 0u);
   uint64_t v = 1;
-  EXPECT_EQ(ductile_mallctl("ductile.growth.copy", nullptr, nullptr, &v, sizeof v), EPERM);
+  EXPECT_EQ(ductile_mallctl("ductile.growth.copy", nullptr, nullptr, &v, sizeof v), kStats ? EPERM : ENOENT);
+}
+
+// A build without statistics counts no growth: the counters are absent,
+// not zero.
+TEST(Growth, ABuildWithoutStatisticsHasNoCounters) {
+  if (kStats) GTEST_SKIP() << "--disable-stats only";
+  uint64_t v = 0;
+  size_t len = sizeof v;
+  EXPECT_EQ(ductile_mallctl("ductile.growth.copy", &v, &len, nullptr, 0), ENOENT);
+  EXPECT_EQ(ductile_mallctl("ductile.growth.copied_bytes", &v, &len, nullptr, 0), ENOENT);
 }
 
 TEST(Growth, ASmallBlockThatOutgrowsItsClassIsCopied) {
+  if (!kStats) GTEST_SKIP() << "--disable-stats";
   void* p = ductile_malloc(16);
   ASSERT_NE(p, nullptr);
   test::fill(p, 16, 1);
@@ -170,6 +181,7 @@ TEST(Growth, ASmallBlockThatOutgrowsItsClassIsCopied) {
 }
 
 TEST(Growth, AMediumBlockGrowsInPlaceOrIsCopied) {
+  if (!kStats) GTEST_SKIP() << "--disable-stats";
   void* p = ductile_malloc(20 * 1024);
   ASSERT_NE(p, nullptr);
   const size_t old = ductile_malloc_usable_size(p);
@@ -184,6 +196,7 @@ TEST(Growth, AMediumBlockGrowsInPlaceOrIsCopied) {
 }
 
 TEST(Growth, AHugeBlockGrowsIntoItsHeadroom) {
+  if (!kStats) GTEST_SKIP() << "--disable-stats";
   void* p = ductile_malloc(4 * kMiB);
   ASSERT_NE(p, nullptr);
   const uint64_t huge_before = read_u64("ductile.huge.growth.headroom");
@@ -223,14 +236,17 @@ std::string grow_boxed_in(bool refuse_mremap, unsigned seed) {
 }
 
 TEST(Growth, AHugeBlockBlockedByItsNeighbourMovesItsPages) {
+  if (!kStats) GTEST_SKIP() << "--disable-stats";
   EXPECT_EQ(grow_boxed_in(false, 2), "mremap 1, copied 0");
 }
 
 TEST(Growth, AHugeBlockWhosePagesCannotMoveIsCopied) {
+  if (!kStats) GTEST_SKIP() << "--disable-stats";
   EXPECT_EQ(grow_boxed_in(true, 3), "copy 1, copied 4194304");
 }
 
 TEST(Growth, ThreadsCountIntoTheTotalsAlsoAfterTheyExit) {
+  if (!kStats) GTEST_SKIP() << "--disable-stats";
   const Grew before = grew();
   auto work = [](bool cached) {
     if (!cached) {
@@ -293,6 +309,7 @@ bool names(const Line& l, const std::string& fn) {
 }
 
 TEST(Growth, TheProfileNamesTheCallSiteThatCopiedAndNotTheOneThatGrewInPlace) {
+  if (!kProf) GTEST_SKIP() << "--disable-prof";
   core::prof::set_whole_stacks(true);  // the test's frames are in the allocator's text
   // In place: a huge block's headroom.
   void* p = ductile_malloc(4 * kMiB);
@@ -337,6 +354,7 @@ TEST(Growth, TheProfileNamesTheCallSiteThatCopiedAndNotTheOneThatGrewInPlace) {
 }
 
 TEST(Growth, TheDumpWithoutANameTakesThePrefix) {
+  if (!kProf) GTEST_SKIP() << "--disable-prof";
   ASSERT_EQ(ductile_mallctl("prof.growth.dump", nullptr, nullptr, nullptr, 0), 0);
   const std::string want = g_dir + "/g." + std::to_string(getpid()) + ".";
   bool found = false;
