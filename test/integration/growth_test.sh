@@ -12,6 +12,8 @@
 set -u
 . "$(dirname "$0")/report.sh"
 need_built growth_prog
+need_config DUCTILE_STATS --disable-stats
+need_config DUCTILE_PROF --disable-prof
 need_pprof
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/ductile-growth.XXXXXX")

@@ -13,6 +13,7 @@
 set -u
 . "$(dirname "$0")/report.sh"
 need_built prof_prog
+need_config DUCTILE_PROF --disable-prof
 need_pprof
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/ductile-prof.XXXXXX")

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
@@ -343,6 +344,10 @@ TEST(ProfMath, IntervalsAreExponentialOfTheMean) {
 }  // namespace ductile
 
 int main(int argc, char** argv) {
+  if (!ductile::kProf) {
+    std::puts("built with --disable-prof: no sampled profiling to test");
+    return 77;  // skipped
+  }
   // No background thread: its creation would be a sample that stays.
   // lg_prof_interval:40: an interval too long for a dump to come (the
   // named dumps' numbers are checked).
