@@ -108,6 +108,20 @@ inline size_t mapping_count() {
   return n;
 }
 
+// Mappings that overlap [lo, hi): a range that mprotect split counts its
+// pieces. Unlike the count of the whole process's, another part of the
+// program (a sanitizer's runtime) cannot move it.
+inline size_t mapping_count(uintptr_t lo, uintptr_t hi) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  size_t n = 0;
+  while (std::getline(maps, line)) {
+    unsigned long a = 0, b = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx", &a, &b) == 2 && a < hi && b > lo) n++;
+  }
+  return n;
+}
+
 inline size_t max_map_count() {
   std::ifstream f("/proc/sys/vm/max_map_count");
   size_t n = 0;

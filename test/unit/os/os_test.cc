@@ -516,7 +516,8 @@ TEST(OsGuard, AGuardIsAMarkerThatSplitsNoMapping) {
   Os os(k);
   char* p = guard_area(os, 8);
   ASSERT_NE(p, nullptr);
-  const size_t maps = test::mapping_count();
+  const uintptr_t lo = addr(p), hi = addr(p) + 8 * kPage;
+  const size_t maps = test::mapping_count(lo, hi);
   k.reset_calls();
   ASSERT_TRUE(os.guard(p + 3 * kPage, kPage));
   if (!os.guard_markers()) {
@@ -528,7 +529,7 @@ TEST(OsGuard, AGuardIsAMarkerThatSplitsNoMapping) {
   }
   EXPECT_EQ(k.count(Sys::kMadvise), 1u);
   EXPECT_EQ(k.count(Sys::kMprotect), 0u);
-  EXPECT_EQ(test::mapping_count(), maps);
+  EXPECT_EQ(test::mapping_count(lo, hi), maps);
   EXPECT_EQ(test::guard_marked_pages(addr(p), addr(p) + 8 * kPage), 1u);
   EXPECT_EQ(test::open_bytes(addr(p), addr(p) + 8 * kPage), 7 * kPage);
   EXPECT_DEATH(*static_cast<volatile char*>(p + 3 * kPage) = 1, "");
