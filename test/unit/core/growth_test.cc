@@ -75,8 +75,10 @@ uint64_t read_u64(const char* name) {
   return v;
 }
 
+// Zeroes in a build without the counters (--disable-stats).
 Grew grew() {
   Grew g{};
+  if (!kStats) return g;
   for (size_t i = 0; i < 6; i++) g.way[i] = read_u64((std::string("ductile.growth.") + kWays[i]).c_str());
   g.copied = read_u64("ductile.growth.copied_bytes");
   return g;
@@ -235,14 +237,13 @@ std::string grow_boxed_in(bool refuse_mremap, unsigned seed) {
   return diff(before, after);
 }
 
+// (Without the counters, the block's bytes are still checked.)
 TEST(Growth, AHugeBlockBlockedByItsNeighbourMovesItsPages) {
-  if (!kStats) GTEST_SKIP() << "--disable-stats";
-  EXPECT_EQ(grow_boxed_in(false, 2), "mremap 1, copied 0");
+  EXPECT_EQ(grow_boxed_in(false, 2), kStats ? "mremap 1, copied 0" : "copied 0");
 }
 
 TEST(Growth, AHugeBlockWhosePagesCannotMoveIsCopied) {
-  if (!kStats) GTEST_SKIP() << "--disable-stats";
-  EXPECT_EQ(grow_boxed_in(true, 3), "copy 1, copied 4194304");
+  EXPECT_EQ(grow_boxed_in(true, 3), kStats ? "copy 1, copied 4194304" : "copied 0");
 }
 
 TEST(Growth, ThreadsCountIntoTheTotalsAlsoAfterTheyExit) {
