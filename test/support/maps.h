@@ -98,16 +98,6 @@ inline size_t resident_pages(const void* p, size_t n) {
   return r;
 }
 
-// Lines of /proc/self/maps: the process's mappings, which vm.max_map_count
-// (/proc/sys/vm/max_map_count) limits.
-inline size_t mapping_count() {
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  size_t n = 0;
-  while (std::getline(maps, line)) n++;
-  return n;
-}
-
 // Mappings that overlap [lo, hi): a range that mprotect split counts its
 // pieces. Unlike the count of the whole process's, another part of the
 // program (a sanitizer's runtime) cannot move it.
@@ -121,6 +111,10 @@ inline size_t mapping_count(uintptr_t lo, uintptr_t hi) {
   }
   return n;
 }
+
+// Lines of /proc/self/maps: the process's mappings, which vm.max_map_count
+// (/proc/sys/vm/max_map_count) limits.
+inline size_t mapping_count() { return mapping_count(0, UINTPTR_MAX); }
 
 inline size_t max_map_count() {
   std::ifstream f("/proc/sys/vm/max_map_count");
