@@ -69,11 +69,16 @@ size_t ChunkLayer::to_leaf_end(uintptr_t hint, size_t res) noexcept {
   return left < res && left >= res / 2 ? left : res;
 }
 
+static_assert(kSpaces == 3 && space_index(Space::kPlain) == 0, "the constructor makes a dirty and a clean set per space");
 ChunkLayer::ChunkLayer(os::Os& os, Clock& clock, const Options& options) noexcept
     : os_(os),
       clock_(clock),
       options_(options),
       meta_(os, MetaAlloc::kBlock + PageMap::kLeafBytes),
+      dirty_{ExtentSet(set_heads_[0], options.storage_zeroed), ExtentSet(set_heads_[1], options.storage_zeroed),
+             ExtentSet(set_heads_[2], options.storage_zeroed)},
+      clean_{ExtentSet(plain_clean_heads_, options.storage_zeroed), ExtentSet(set_heads_[3], options.storage_zeroed),
+             ExtentSet(set_heads_[4], options.storage_zeroed)},
       page_map_(meta_, options.storage_zeroed) {
   if (options_.first_hint != 0) {
     own_cursor_ = align_up(options_.first_hint, kHugePage);

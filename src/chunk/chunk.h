@@ -334,6 +334,14 @@ class ChunkLayer {
   // After `dirty` bytes are known retained: rings the doorbell if armed.
   void ring_if_due(size_t dirty) noexcept;
 
+  // The sets' buckets (ExtentSet), 9 KiB that the constructor leaves as
+  // they are in the runtime's static storage and that nothing reads before
+  // a set holds an extent. Five sets' come first, so that the members
+  // below, which start-up writes, lie together on a page or two with the
+  // page map's own first ones; the plain space's clean set's lie between
+  // the two (plain_clean_heads_), as start-up puts the rest of its first
+  // reservation there: on one of the pages start-up writes anyway.
+  Extent* set_heads_[2 * kSpaces - 1][ExtentSet::kBuckets];
   os::Os& os_;
   Clock& clock_;
   Options options_;
@@ -376,6 +384,7 @@ class ChunkLayer {
     LockedCounter<uint64_t> map_released;
   };
   Counters stats_;
+  Extent* plain_clean_heads_[ExtentSet::kBuckets];  // see set_heads_
   // Last: its root is 2 MiB of static storage in the runtime, of which a
   // page or two are ever written; the members above, written at start-up,
   // then share pages with the runtime's other members (core/state.h).

@@ -12,6 +12,11 @@ constexpr int kBucketScan = 32;
 unsigned log2_floor(size_t x) { return 63u - static_cast<unsigned>(__builtin_clzll(x)); }
 }  // namespace
 
+ExtentSet::ExtentSet(Extent** heads, bool heads_zeroed) noexcept : heads_(heads) {
+  if (!heads_zeroed)
+    for (size_t b = 0; b < kBuckets; b++) heads_[b] = nullptr;
+}
+
 size_t ExtentSet::bucket_of(size_t pages) noexcept {
   if (pages == 0) return 0;
   if (pages <= kExactBuckets) return pages - 1;

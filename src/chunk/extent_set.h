@@ -21,6 +21,16 @@ class ExtentSet {
   static constexpr size_t kExactBuckets = 15;
   static constexpr size_t kBuckets = 192;
 
+  // An empty set whose buckets' heads are `heads` (kBuckets of them), kept
+  // apart from the set: the chunk layer's six sets then lie together in its
+  // first bytes, and their heads, 9 KiB read only once a bucket holds an
+  // extent, on pages of their own. `heads_zeroed`: they hold zeroes already
+  // (the runtime's static storage) and are not written, so that a process's
+  // start faults in none of those pages.
+  explicit ExtentSet(Extent** heads, bool heads_zeroed = false) noexcept;
+  ExtentSet(const ExtentSet&) = delete;
+  ExtentSet& operator=(const ExtentSet&) = delete;
+
   static size_t bucket_of(size_t pages) noexcept;
   // Smallest page count that lands in bucket b.
   static size_t bucket_floor(size_t b) noexcept;
@@ -53,7 +63,7 @@ class ExtentSet {
   }
   size_t next_nonempty(size_t from) const noexcept;
 
-  Extent* heads_[kBuckets] = {};
+  Extent** const heads_;  // [kBuckets]: read where nonempty_ has the bucket's bit
   uint64_t nonempty_[kBuckets / 64] = {};
   Extent* age_head_ = nullptr;
   Extent* age_tail_ = nullptr;

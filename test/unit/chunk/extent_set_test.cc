@@ -23,8 +23,15 @@ TEST(ExtentSet, BucketsAreMonotoneAndFloorsConsistent) {
   EXPECT_LT(ExtentSet::bucket_of(size_t{1} << 36), ExtentSet::kBuckets);
 }
 
+// A set with buckets of its own, as the chunk layer gives each of its sets.
+struct OwnSet {
+  Extent* heads[ExtentSet::kBuckets];
+  ExtentSet set{heads};
+};
+
 TEST(ExtentSet, FindsBestBucketThenNewest) {
-  ExtentSet set;
+  OwnSet own;
+  ExtentSet& set = own.set;
   Extent small, big1, big2;
   small.base = 0x100000;
   small.size = 2 * kPage;
@@ -46,7 +53,8 @@ TEST(ExtentSet, FindsBestBucketThenNewest) {
 }
 
 TEST(ExtentSet, AlignmentIsPartOfTheFit) {
-  ExtentSet set;
+  OwnSet own;
+  ExtentSet& set = own.set;
   Extent e;
   e.base = 0x201000;  // one page past a 2 MiB boundary
   e.size = 512 * kPage;
@@ -60,7 +68,8 @@ TEST(ExtentSet, AlignmentIsPartOfTheFit) {
 }
 
 TEST(ExtentSet, LargestListsTheBiggestBucketsFirst) {
-  ExtentSet set;
+  OwnSet own;
+  ExtentSet& set = own.set;
   Extent e[4];
   const size_t pages[4] = {3, 200, 40, 41};
   for (int i = 0; i < 4; i++) {
@@ -76,8 +85,33 @@ TEST(ExtentSet, LargestListsTheBiggestBucketsFirst) {
   EXPECT_EQ(out[3], &e[0]);
   EXPECT_EQ(set.largest(out, 2), 2u);
   EXPECT_EQ(out[0], &e[1]);
-  ExtentSet empty;
-  EXPECT_EQ(empty.largest(out, 4), 0u);
+  OwnSet empty;
+  EXPECT_EQ(empty.set.largest(out, 4), 0u);
+}
+
+// The buckets' heads are cleared by the set, unless they hold zeroes already
+// (the runtime's static storage): then it writes none of them, so that they
+// are not faulted in at start-up. (Marked here with a pattern, which a set
+// would never read: each bucket is read only once it holds an extent.)
+TEST(ExtentSet, HeadsThatHoldZeroesAlreadyAreNotWritten) {
+  Extent* marked = reinterpret_cast<Extent*>(uintptr_t{0xa5a5a5a5a5a5a5a5});
+  Extent* heads[ExtentSet::kBuckets];
+  for (Extent*& h : heads) h = marked;
+  {
+    ExtentSet set(heads, /*heads_zeroed=*/true);
+    Extent* out[1];
+    EXPECT_EQ(set.find(kPage, kPage), nullptr);
+    EXPECT_EQ(set.largest(out, 1), 0u);
+    EXPECT_TRUE(set.empty());
+  }
+  for (Extent* h : heads) ASSERT_EQ(h, marked);
+  ExtentSet cleared(heads);
+  for (Extent* h : heads) ASSERT_EQ(h, nullptr);
+  Extent e;
+  e.base = 0x100000;
+  e.size = 3 * kPage;
+  cleared.insert(&e);
+  EXPECT_EQ(cleared.find(kPage, kPage), &e);
 }
 
 }  // namespace
