@@ -30,7 +30,6 @@ constexpr uint32_t kDepotPeriod = 16;
 constexpr uint32_t kDepotUncachedSlots = 2;
 
 struct Depot {
-  Mutex own_lock;  // the lock of a class the caches use (lock_of)
   uint32_t count = 0;
   uint32_t low = 0;  // the fewest blocks held since the period began
   uint32_t ops = 0;  // puts and takes since then
@@ -46,8 +45,13 @@ constexpr size_t depot_classes(size_t max_size) {
 constexpr size_t kDepotClasses = depot_classes(kDepotMaxSizeUncached);  // depots made
 constexpr size_t kCacheDepotClasses = depot_classes(kDepotMaxSize);     // what caches use
 
-// One per class with a depot, from the first medium class on.
-Depot g_depots[kDepotClasses];
+// One per class with a depot, from the first medium class on: zeroes, with
+// the other large arrays (DUCTILE_LARGE_STATIC), and their locks apart, as a
+// lock's initial bytes are not zeroes. Together they were 5 KiB of
+// initialised data, and a page more that loading the library wrote.
+DUCTILE_LARGE_STATIC Depot g_depots[kDepotClasses];
+// The locks of the depots the caches use.
+Mutex g_depot_locks[kCacheDepotClasses];
 // The depots past the caches' classes (hardened mode's threads without a
 // cache use them, rarely at once) share one lock: fork's prepare handler
 // holds every depot's lock with every bin's, and each one more held lock
@@ -56,7 +60,7 @@ Mutex g_uncached_lock;
 
 Mutex& lock_of(Depot& d) noexcept {
   const size_t i = static_cast<size_t>(&d - g_depots);
-  return i < kCacheDepotClasses ? d.own_lock : g_uncached_lock;
+  return i < kCacheDepotClasses ? g_depot_locks[i] : g_uncached_lock;
 }
 std::atomic<size_t> g_depot_bytes{0};
 
@@ -193,17 +197,17 @@ bool depot_step(bool all) noexcept {
 size_t depot_bytes() noexcept { return g_depot_bytes.load(std::memory_order_relaxed); }
 
 void depot_prefork() noexcept {
-  for (size_t i = 0; i < kCacheDepotClasses; i++) g_depots[i].own_lock.lock();
+  for (size_t i = 0; i < kCacheDepotClasses; i++) g_depot_locks[i].lock();
   g_uncached_lock.lock();
 }
 
 void depot_postfork_parent() noexcept {
   g_uncached_lock.unlock();
-  for (size_t i = 0; i < kCacheDepotClasses; i++) g_depots[i].own_lock.unlock();
+  for (size_t i = 0; i < kCacheDepotClasses; i++) g_depot_locks[i].unlock();
 }
 
 void depot_postfork_child() noexcept {
-  for (size_t i = 0; i < kCacheDepotClasses; i++) g_depots[i].own_lock.reinit_after_fork();
+  for (size_t i = 0; i < kCacheDepotClasses; i++) g_depot_locks[i].reinit_after_fork();
   g_uncached_lock.reinit_after_fork();
 }
 
