@@ -381,12 +381,13 @@ test_integration_startup_prog_SOURCES = test/integration/startup_prog.c test/int
 test_integration_startup_prog_LDADD = libductile.la
 TESTS += test/integration/startup_prog
 
-# A bad free as the process's first call into ductile (no runtime yet).
+# The pages of ductile's storage and code a program's first malloc touches.
 check_PROGRAMS += test/integration/first_pages_prog
 test_integration_first_pages_prog_SOURCES = test/integration/first_pages_prog.c test/integration/prog_check.h
 test_integration_first_pages_prog_LDADD = libductile.la
 TESTS += test/integration/first_pages_prog
 
+# A bad free as the process's first call into ductile (no runtime yet).
 check_PROGRAMS += test/integration/first_call_prog
 test_integration_first_call_prog_SOURCES = test/integration/first_call_prog.c test/integration/prog_check.h
 test_integration_first_call_prog_LDADD = libductile.la
