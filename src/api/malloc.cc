@@ -19,9 +19,12 @@ bool mul_overflows(size_t a, size_t b, size_t* out) { return __builtin_mul_overf
 
 extern "C" {
 
-DUCTILE_EXPORT void* ductile_malloc(size_t size) noexcept { return core::alloc(size); }
+// Each on a 64-byte line of its own start: where the link put them decided
+// the pair's speed with the same instructions (16 B: 3.9 ns at a line's
+// start, 4.2 at its middle, on an AMD EPYC).
+__attribute__((aligned(64))) DUCTILE_EXPORT void* ductile_malloc(size_t size) noexcept { return core::alloc(size); }
 
-DUCTILE_EXPORT void ductile_free(void* p) noexcept { core::dealloc(p); }
+__attribute__((aligned(64))) DUCTILE_EXPORT void ductile_free(void* p) noexcept { core::dealloc(p); }
 
 DUCTILE_EXPORT void* ductile_calloc(size_t n, size_t size) noexcept {
   size_t total;
