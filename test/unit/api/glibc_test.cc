@@ -315,10 +315,13 @@ TEST(Mallopt, ReturnsWhatGlibcReturns) {
                         12345,       INT_MIN,          INT_MAX};
   const int values[] = {INT_MIN, -1,       0,         1,           64,       159,      160,    161,
                         4096,    1 << 20, 32 << 20, (32 << 20) + 1, 64 << 20, INT_MAX};
-  for (int param : params)
-    for (int value : values)
-      if (param != M_MXFAST)  // refused (MxfastIsRefused)
+  for (int param : params) {
+    for (int value : values) {
+      if (param != M_MXFAST) {  // refused (MxfastIsRefused)
         EXPECT_EQ(ductile_mallopt(param, value), libc_mallopt(param, value)) << param << " " << value;
+      }
+    }
+  }
   // glibc's own state back to its defaults (its heap is not used here anyway).
   libc_mallopt(M_PERTURB, 0);
   libc_mallopt(M_MMAP_MAX, 65536);
@@ -402,7 +405,9 @@ TEST(Mallopt, MxfastIsRefused) {
   void* p1 = opaque(malloc(3));
   void* p2 = opaque(malloc(512));
   free(p1);
-  if (accepted == 1) EXPECT_EQ(mallinfo2().smblks, 0u) << "mallopt(M_MXFAST, 0) accepted";
+  if (accepted == 1) {
+    EXPECT_EQ(mallinfo2().smblks, 0u) << "mallopt(M_MXFAST, 0) accepted";
+  }
   free(p2);
 }
 

@@ -175,7 +175,9 @@ TEST_F(ChunkTest, EachSpaceHasReservationsOfItsOwn) {
   auto take = [&](size_t size, Space space) {
     Allocation a = chunks_->alloc(size, kPage, SIZE_MAX, space);
     EXPECT_NE(a.extent, nullptr);
-    if (a.extent != nullptr) EXPECT_EQ(a.extent->space, space);
+    if (a.extent != nullptr) {
+      EXPECT_EQ(a.extent->space, space);
+    }
     return a.extent;
   };
   auto advice = [&] { return os_->counters().get(os::Call::kMadvise); };

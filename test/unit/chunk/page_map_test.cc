@@ -330,7 +330,9 @@ TEST(MetaAllocFirstBlock, HoldsTheFirstLeafBesideTheFirstRecords) {
     ASSERT_NE(leaf, nullptr);
     EXPECT_EQ(addr(leaf) % kPage, 0u);
     EXPECT_EQ(k.count(test::Sys::kMmap), larger ? 1u : 2u) << larger;
-    if (larger) EXPECT_EQ(addr(leaf) - addr(record), kPage) << "the leaf follows the first record's page";
+    if (larger) {
+      EXPECT_EQ(addr(leaf) - addr(record), kPage) << "the leaf follows the first record's page";
+    }
     // The next records come from the first block still; a second leaf
     // takes a block of its own.
     void* next = meta.alloc(64);

@@ -147,10 +147,14 @@ TEST(Realloc, GrowingMediumBlocksArePackedIntoTheirSpace) {
     for (int b = 0; b < kBuffers; b++) {
       void* q = ductile_realloc(buf[b], size);
       ASSERT_NE(q, nullptr);
-      if (old != 0) ASSERT_TRUE(check(q, old, static_cast<unsigned>(b))) << size;
+      if (old != 0) {
+        ASSERT_TRUE(check(q, old, static_cast<unsigned>(b))) << size;
+      }
       fill(q, size, static_cast<unsigned>(b));
       buf[b] = q;
-      if (size > small::kMaxSmall) EXPECT_EQ(space_of(q), space) << size;
+      if (size > small::kMaxSmall) {
+        EXPECT_EQ(space_of(q), space) << size;
+      }
     }
     old = size;
   }
@@ -162,7 +166,9 @@ TEST(Realloc, GrowingMediumBlocksArePackedIntoTheirSpace) {
   std::sort(huge_pages.begin(), huge_pages.end());
   huge_pages.erase(std::unique(huge_pages.begin(), huge_pages.end()), huge_pages.end());
   // 2 MiB of blocks: a span each would be 16 huge pages.
-  if (space != chunk::Space::kPlain) EXPECT_LE(huge_pages.size(), 3u);
+  if (space != chunk::Space::kPlain) {
+    EXPECT_LE(huge_pages.size(), 3u);
+  }
   for (void* q : buf) ductile_free(q);
   ductile_free(fresh);
 }
@@ -218,7 +224,9 @@ TEST(Realloc, ADenseBufferGrownToHalfTheThresholdBecomesHugeAndGrowsInPlace) {
   fill(q, threshold / 2, 7);
   EXPECT_EQ(kind_of(q), dense ? chunk::ExtentKind::kHuge : chunk::ExtentKind::kMedium);
   EXPECT_EQ(ductile_malloc_usable_size(q), threshold / 2);
-  if (dense) EXPECT_EQ(core::rt().chunks.lookup(q)->space, chunk::Space::kHuge);
+  if (dense) {
+    EXPECT_EQ(core::rt().chunks.lookup(q)->space, chunk::Space::kHuge);
+  }
   // Below the threshold and past it: in place, in the span's headroom.
   const uint64_t grown = in_place();
   old = threshold / 2;
@@ -227,11 +235,15 @@ TEST(Realloc, ADenseBufferGrownToHalfTheThresholdBecomesHugeAndGrowsInPlace) {
     ASSERT_NE(r, nullptr);
     ASSERT_TRUE(check(r, old, 7)) << size;
     fill(r, size, 7);
-    if (dense) EXPECT_EQ(r, q) << size;
+    if (dense) {
+      EXPECT_EQ(r, q) << size;
+    }
     q = r;
     old = size;
   }
-  if (dense) EXPECT_EQ(in_place(), grown + 3);
+  if (dense) {
+    EXPECT_EQ(in_place(), grown + 3);
+  }
   // Shrinking below the threshold makes a medium block again.
   void* s = ductile_realloc(q, threshold / 4);
   ASSERT_NE(s, nullptr);

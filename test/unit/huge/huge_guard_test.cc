@@ -101,7 +101,9 @@ TEST_P(HugeGuardTest, TheGuardFollowsGrowthInPlaceAndShrink) {
   fill(p, 3 * kMiB, 'a');
   // Headroom (normal mode; under strict overcommit a new block has none):
   // two calls, the guard page moved and the added pages opened.
-  if (GetParam() == GuardMode::kMprotect) EXPECT_FALSE(os_->guard_markers());
+  if (GetParam() == GuardMode::kMprotect) {
+    EXPECT_FALSE(os_->guard_markers());
+  }
   const uint64_t before = syscalls(), guard_calls = strict() ? 0 : calls(guard_call());
   ASSERT_EQ(huge_->resize(e, 3 * kMiB + 512 * 1024, kPage, false), p);
   if (!strict()) {

@@ -111,8 +111,11 @@ TEST_F(HugeTest, AMediumBlocksPagesMoveIntoANewBlock) {
   ASSERT_TRUE(moved);
   auto calls = kernel_.calls();
   ASSERT_EQ(kernel_.count(Sys::kMremap), 1u);
-  for (const auto& c : calls)
-    if (c.sys == Sys::kMremap) EXPECT_EQ(c.addr, old);
+  for (const auto& c : calls) {
+    if (c.sys == Sys::kMremap) {
+      EXPECT_EQ(c.addr, old);
+    }
+  }
   Extent* t = extent(q);
   EXPECT_EQ(t->usable, 2 * kMiB);
   EXPECT_EQ(t->size, huge_->span_for(2 * kMiB, true));  // a growing block's headroom

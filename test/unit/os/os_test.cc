@@ -484,7 +484,9 @@ TEST(OsProbe, ConcurrentFirstPurgesProbeOnce) {
   for (int t = 0; t < kThreads; t++) {
     for (size_t i = 0; i < kRanges; i++) {
       // MADV_FREE may leave a page until memory is short; DONTNEED zeroes it.
-      if (t % 2 == 0) EXPECT_TRUE(all_zero(areas[t] + 2 * i * kPage, kPage));
+      if (t % 2 == 0) {
+        EXPECT_TRUE(all_zero(areas[t] + 2 * i * kPage, kPage));
+      }
       EXPECT_EQ(areas[t][(2 * i + 1) * kPage], 'x');
     }
     ::munmap(areas[t], 2 * kRanges * kPage);

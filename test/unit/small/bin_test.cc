@@ -93,7 +93,9 @@ TEST_F(BinTest, BitmapFillReadsNoObjectAndHandsOutInAddressOrder) {
     // objects, among them those of a slab that emptied and is carved anew.)
     for (void* p : got) {
       const uintptr_t word = *static_cast<uintptr_t*>(p);
-      if (!kHardened || word != freed_mark(p)) EXPECT_EQ(word, 0xdeadbeefdeadbeefull);
+      if (!kHardened || word != freed_mark(p)) {
+        EXPECT_EQ(word, 0xdeadbeefdeadbeefull);
+      }
     }
     // Then never-used objects, above everything handed out before.
     void* next = nullptr;

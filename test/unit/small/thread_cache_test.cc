@@ -44,7 +44,9 @@ TEST(ThreadCacheLayout, ThreadedMediumBinsHoldTwiceAsMany) {
     const size_t size = kClasses.size[c];
     const bool deeper = size > kMaxSmall && size <= 32 * 1024;
     EXPECT_EQ(tc->bins[c].limit, deeper ? 2u * small::cache_cap(c) : small::cache_cap(c)) << size;
-    if (deeper) EXPECT_EQ(small::cache_cap(c), 8u) << size;
+    if (deeper) {
+      EXPECT_EQ(small::cache_cap(c), 8u) << size;
+    }
     EXPECT_LE(tc->bins[c].limit, small::cache_slots(c)) << size;
     // The end follows: a free finds room up to the new depth.
     EXPECT_EQ(tc->bins[c].end, tc->bins[c].items + tc->bins[c].limit * (is_small_class(c) ? 1 : 2)) << size;
