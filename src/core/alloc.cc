@@ -135,8 +135,8 @@ void* alloc_sampled(size_t size, size_t align, bool zero, bool growing, const Pl
 }
 
 // Whether a growing medium block of `usable` bytes goes to the dense space
-// (Runtime::growing_medium): wherever there is one. The block counts
-// towards Runtime::growth_made.
+// (Runtime::growing_medium): wherever there is one, so that the caller need
+// not ask again. The block counts towards Runtime::growth_made.
 bool dense_for_growth(size_t usable) {
   Runtime& r = rt();
   if (r.growth_made.load(std::memory_order_relaxed) < Runtime::kHugeGrowthAfter)
@@ -176,7 +176,7 @@ void* alloc_impl(size_t size, size_t align, bool zero, bool cached, bool growing
     p = medium_from_chunks(at.cls, align, zero, !g_hardened);
     if (p) count_bytes(at.usable, 0);
   } else if (growing && !small::is_small_class(at.cls) && dense_for_growth(at.usable)) {
-    p = medium_from_chunks(at.cls, kPage, zero, true, rt().growing_medium());
+    p = medium_from_chunks(at.cls, kPage, zero, true, chunk::Space::kDense);
     if (p) count_bytes(at.usable, 0);
   } else {
     p = alloc_class(at.cls, zero, cached);
