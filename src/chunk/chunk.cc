@@ -69,7 +69,9 @@ size_t ChunkLayer::to_leaf_end(uintptr_t hint, size_t res) noexcept {
   return left < res && left >= res / 2 ? left : res;
 }
 
-static_assert(kSpaces == 3 && space_index(Space::kPlain) == 0, "the constructor makes a dirty and a clean set per space");
+static_assert(kSpaces == 3 && space_index(Space::kPlain) == 0,
+              "the constructor makes a dirty and a clean set per space, the plain space first");
+
 ChunkLayer::ChunkLayer(os::Os& os, Clock& clock, const Options& options) noexcept
     : os_(os),
       clock_(clock),

@@ -336,11 +336,11 @@ class ChunkLayer {
 
   // The sets' buckets (ExtentSet), 9 KiB that the constructor leaves as
   // they are in the runtime's static storage and that nothing reads before
-  // a set holds an extent. Five sets' come first, so that the members
-  // below, which start-up writes, lie together on a page or two with the
-  // page map's own first ones; the plain space's clean set's lie between
-  // the two (plain_clean_heads_), as start-up puts the rest of its first
-  // reservation there: on one of the pages start-up writes anyway.
+  // a set holds an extent. Five sets' heads come first, so that the
+  // members below, which start-up writes, lie together on a page or two
+  // with the page map's own first ones; the plain space's clean set's lie
+  // between the two (plain_clean_heads_), as start-up puts the rest of its
+  // first reservation there: on one of the pages start-up writes anyway.
   Extent* set_heads_[2 * kSpaces - 1][ExtentSet::kBuckets];
   os::Os& os_;
   Clock& clock_;
